@@ -1,0 +1,34 @@
+# Thin wrapper over CMake. `make run` and `make test` work on a fresh Debian machine: they install what is missing.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test install bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Builds Release and runs the official example of aclnnCrossEntropyLossGrad.
+run: deps
+	$(MAKE) build
+	$(MAKE) -C examples run BUILD=$(abspath $(BUILD))
+
+# The whole test suite through ctest.
+test: deps
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD)

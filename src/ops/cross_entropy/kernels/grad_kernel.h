@@ -1,0 +1,81 @@
+// The contract between the cross-entropy gradient's plan and its kernels.
+//
+// Phase 2 first runs the prologue (grad_rows.cpp), a serial O(N) pass that turns gradLoss, target, weight, the
+// z-loss inputs and the attributes into per-row coefficients stored in the workspace. Every output element is then
+//
+//     out[i][j] = exp(logProb[i][j]) * a_i  -  b_i * w_j  -  (j == col_i ? g_i : 0)
+//
+// with w_j the class weight (1 without weights). A kernel is a pure streaming map over a tile of rows x columns:
+// it reads logProb once, writes out once, allocates nothing and reports nothing. Rows the prologue masked
+// (ignored, or all-zero mean) have kind kRowZero and are written as +0.
+#ifndef OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_KERNEL_H_
+#define OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_KERNEL_H_
+
+#include <cstdint>
+
+#include "acl/acl_base.h"
+
+namespace openaclnn::cross_entropy {
+
+enum RowKind : int32_t {
+    kRowCompute = 0,  // the formula above
+    kRowZero = 1,     // ignored row, or a mean whose denominator is zero: all +0
+};
+
+// One row's coefficients, computed in double by the prologue (40 bytes, so a table of N rows is N * 40 bytes of
+// workspace). a and b are NaN for a row whose target is out of range (the row becomes NaN); col is then -1.
+struct GradRowCoefficients {
+    double a;      // multiplies exp(logProb): nll + smoothing * sum(w) + z-loss
+    double b;      // multiplies w_j: the smoothing term
+    double g;      // subtracted at the target column: the nll term
+    int64_t col;   // target column, or -1 when no column gets g
+    int32_t kind;  // RowKind
+    int32_t reserved;
+};
+static_assert(sizeof(GradRowCoefficients) == 40, "coefficient table layout");
+
+// Everything a kernel reads and writes. Pointers already include the view offsets; strides are in elements.
+struct GradKernelArgs {
+    int64_t n;
+    int64_t c;
+    aclDataType dtype;  // of logProb and out: ACL_FLOAT, ACL_FLOAT16 or ACL_BF16
+    const void *log_prob;
+    int64_t log_prob_row_stride;
+    int64_t log_prob_col_stride;
+    void *out;
+    int64_t out_row_stride;
+    int64_t out_col_stride;
+    const float *weight;  // nullptr: all ones
+    int64_t weight_stride;
+    const GradRowCoefficients *rows;  // n entries
+};
+
+// A rectangle of the output: rows [row_begin, row_end) x columns [col_begin, col_end).
+struct GradTile {
+    int64_t row_begin;
+    int64_t row_end;
+    int64_t col_begin;
+    int64_t col_end;
+};
+
+using GradKernelFn = void (*)(const GradKernelArgs &args, const GradTile &tile);
+
+// One entry of the kernel registry (grad_registry.cpp). The registry walks its list in order and takes the first
+// kernel whose `supports` accepts the arguments and whose ISA is within OPENACLNN_MAX_ISA; the reference kernel,
+// last, supports everything.
+struct GradKernelInfo {
+    const char *name;  // e.g. "reference", "hwy:AVX3"
+    bool (*supports)(const GradKernelArgs &args);
+    GradKernelFn run;
+};
+
+// The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to
+// the output type. Any strides. Slow and exact: the fallback and the yardstick.
+void ReferenceGradKernel(const GradKernelArgs &args, const GradTile &tile);
+
+// Picks the kernel for args (honours OPENACLNN_MAX_ISA and logs the choice at OPENACLNN_LOG=info).
+const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args);
+
+}  // namespace openaclnn::cross_entropy
+
+#endif  // OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_KERNEL_H_
