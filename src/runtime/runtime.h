@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "acl/acl.h"
-#include "aclnn/acl_meta.h"
+#include "aclnn/aclnn_base.h"
 
 namespace openaclnn {
 

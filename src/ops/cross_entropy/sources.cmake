@@ -9,3 +9,4 @@ target_sources(opapi_nn PRIVATE
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/kernels/sources.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/kernels/sources.cmake)
 endif()
+target_include_directories(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR})

@@ -1,0 +1,132 @@
+#include "ops/common/tensor_checks.h"
+
+#include <algorithm>
+
+namespace openaclnn {
+
+std::string DimsToString(const std::vector<int64_t> &dims) {
+    std::string text = "[";
+    for (size_t k = 0; k < dims.size(); ++k) {
+        if (k) text += ", ";
+        text += std::to_string(dims[k]);
+    }
+    return text + "]";
+}
+
+std::string DataTypeList(std::initializer_list<aclDataType> types) {
+    std::string text;
+    size_t k = 0;
+    for (aclDataType type : types) {
+        if (k) text += (k + 1 == types.size()) ? " or " : ", ";
+        text += DataTypeName(type);
+        ++k;
+    }
+    return text;
+}
+
+aclnnStatus CheckTensorPresent(const char *api, const char *name, const aclTensor *tensor, bool required) {
+    if (!tensor) {
+        if (!required) return ACLNN_SUCCESS;
+        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: %s is NULL, expected an aclTensor", api, name);
+    }
+    if (!IsLiveTensor(tensor)) {
+        return Fail(ACLNN_ERR_PARAM_NULLPTR,
+                    "%s: %s is %p, which is not a live aclTensor (never created or already destroyed)", api, name,
+                    static_cast<const void *>(tensor));
+    }
+    if (!tensor->data && tensor->NumElements() != 0) {
+        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: %s has a NULL data address, expected memory for its %s view", api,
+                    name, DimsToString(tensor->view_dims).c_str());
+    }
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus CheckDataType(const char *api, const char *name, const aclTensor *tensor,
+                          std::initializer_list<aclDataType> allowed) {
+    if (std::find(allowed.begin(), allowed.end(), tensor->dtype) == allowed.end()) {
+        return Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has dtype %s, expected %s", api, name,
+                    DataTypeName(tensor->dtype), DataTypeList(allowed).c_str());
+    }
+    if (tensor->format == ACL_FORMAT_NC1HWC0 || tensor->format == ACL_FORMAT_FRACTAL_Z) {
+        return Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has format %s, expected ACL_FORMAT_ND", api, name,
+                    FormatName(tensor->format));
+    }
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus CheckShape(const char *api, const char *name, const aclTensor *tensor,
+                       const std::vector<int64_t> &expected) {
+    if (tensor->view_dims != expected) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: %s has shape %s, expected %s", api, name,
+                    DimsToString(tensor->view_dims).c_str(), DimsToString(expected).c_str());
+    }
+    return ACLNN_SUCCESS;
+}
+
+bool ComputeFootprint(const aclTensor *tensor, Footprint *footprint) {
+    footprint->empty = tensor->NumElements() == 0;
+    footprint->first = tensor->offset;
+    footprint->last = tensor->offset;
+    if (footprint->empty) return true;
+    for (size_t k = 0; k < tensor->view_dims.size(); ++k) {
+        int64_t extent = 0;
+        if (__builtin_mul_overflow(tensor->view_dims[k] - 1, tensor->strides[k], &extent)) return false;
+        int64_t *bound = extent >= 0 ? &footprint->last : &footprint->first;
+        if (__builtin_add_overflow(*bound, extent, bound)) return false;
+    }
+    return true;
+}
+
+aclnnStatus CheckViewInStorage(const char *api, const char *name, const aclTensor *tensor) {
+    Footprint footprint;
+    if (!ComputeFootprint(tensor, &footprint)) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR,
+                    "%s: %s view (shape %s, strides %s, offset %lld) overflows 64-bit element offsets", api, name,
+                    DimsToString(tensor->view_dims).c_str(), DimsToString(tensor->strides).c_str(),
+                    static_cast<long long>(tensor->offset));
+    }
+    if (footprint.empty) return ACLNN_SUCCESS;
+    const int64_t storage = tensor->StorageElements();
+    if (storage < 0 || footprint.first < 0 || footprint.last >= storage) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR,
+                    "%s: %s view (shape %s, strides %s, offset %lld) reaches elements [%lld, %lld], outside its "
+                    "storage of shape %s, expected a view inside the storage",
+                    api, name, DimsToString(tensor->view_dims).c_str(), DimsToString(tensor->strides).c_str(),
+                    static_cast<long long>(tensor->offset), static_cast<long long>(footprint.first),
+                    static_cast<long long>(footprint.last), DimsToString(tensor->storage_dims).c_str());
+    }
+    // When the data lives in an aclrtMalloc block, the view must also fit the block.
+    uint64_t available = 0;
+    const uint64_t element_size = aclDataTypeSize(tensor->dtype);
+    if (FindAllocation(tensor->data, &available)) {
+        const uint64_t needed = (static_cast<uint64_t>(footprint.last) + 1) * element_size;
+        if (needed / element_size != static_cast<uint64_t>(footprint.last) + 1 || needed > available) {
+            return Fail(ACLNN_ERR_INNER_TILING_ERROR,
+                        "%s: %s view needs %llu bytes from its data address, but its aclrtMalloc block has %llu "
+                        "bytes there",
+                        api, name, static_cast<unsigned long long>(needed),
+                        static_cast<unsigned long long>(available));
+        }
+    }
+    return ACLNN_SUCCESS;
+}
+
+bool SameView(const aclTensor *a, const aclTensor *b) {
+    return a->data == b->data && a->dtype == b->dtype && a->offset == b->offset && a->view_dims == b->view_dims &&
+           a->strides == b->strides;
+}
+
+bool MayOverlap(const aclTensor *a, const aclTensor *b) {
+    Footprint fa, fb;
+    if (!ComputeFootprint(a, &fa) || !ComputeFootprint(b, &fb)) return true;
+    if (fa.empty || fb.empty) return false;
+    const auto begin = [](const aclTensor *t, const Footprint &f) {
+        return reinterpret_cast<uintptr_t>(t->data) + static_cast<uintptr_t>(f.first) * aclDataTypeSize(t->dtype);
+    };
+    const auto end = [](const aclTensor *t, const Footprint &f) {
+        return reinterpret_cast<uintptr_t>(t->data) + static_cast<uintptr_t>(f.last + 1) * aclDataTypeSize(t->dtype);
+    };
+    return begin(a, fa) < end(b, fb) && begin(b, fb) < end(a, fa);
+}
+
+}  // namespace openaclnn

@@ -1,0 +1,57 @@
+// Checks shared by every operator's phase 1: liveness, dtypes, view geometry, storage bounds and aliasing.
+// Each failing check sets the thread's error message (naming the parameter, what it got and what it expects)
+// and returns the status code; ACLNN_SUCCESS otherwise.
+#ifndef OPENACLNN_OPS_COMMON_TENSOR_CHECKS_H_
+#define OPENACLNN_OPS_COMMON_TENSOR_CHECKS_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "aclnn/aclnn_base.h"
+#include "runtime/runtime.h"
+
+namespace openaclnn {
+
+// "[2, 3]" for messages.
+std::string DimsToString(const std::vector<int64_t> &dims);
+std::string DataTypeList(std::initializer_list<aclDataType> types);
+
+// Null stage (161001): a required tensor is NULL, a handle is not a live aclTensor, or a non-empty tensor has no
+// data address. `tensor` may be NULL when !required.
+aclnnStatus CheckTensorPresent(const char *api, const char *name, const aclTensor *tensor, bool required);
+
+// Dtype stage (161002): tensor's dtype is one of `allowed`, and its format is not a private (5-D/fractal) one.
+aclnnStatus CheckDataType(const char *api, const char *name, const aclTensor *tensor,
+                          std::initializer_list<aclDataType> allowed);
+
+// Shape stage (561002): the view's dims equal `expected`.
+aclnnStatus CheckShape(const char *api, const char *name, const aclTensor *tensor, const std::vector<int64_t> &expected);
+
+// The range of element offsets (relative to data, offset included) that a non-empty view touches.
+struct Footprint {
+    bool empty;
+    int64_t first;  // smallest element offset
+    int64_t last;   // largest element offset
+};
+// False when the arithmetic overflows int64.
+bool ComputeFootprint(const aclTensor *tensor, Footprint *footprint);
+
+// Shape stage (561002): every element of the view lies inside its storage (storageDims, and the allocation when
+// data points into an aclrtMalloc block), with no int64 overflow in any offset.
+aclnnStatus CheckViewInStorage(const char *api, const char *name, const aclTensor *tensor);
+
+// True when both are the same view: same data, dtype, dims, strides and offset.
+bool SameView(const aclTensor *a, const aclTensor *b);
+// True when the byte ranges the two views span intersect (conservative: interleaved views count as overlapping).
+bool MayOverlap(const aclTensor *a, const aclTensor *b);
+
+// The address of element 0 of the view (data + offset * element size).
+inline const char *ViewBase(const aclTensor *t) {
+    return static_cast<const char *>(t->data) + t->offset * static_cast<int64_t>(aclDataTypeSize(t->dtype));
+}
+
+}  // namespace openaclnn
+
+#endif  // OPENACLNN_OPS_COMMON_TENSOR_CHECKS_H_

@@ -1,0 +1,134 @@
+// aclnnCrossEntropyLossGrad: phase 1 checks, plans and builds an executor; phase 2 queues it. No math here.
+#include <memory>
+
+#include "aclnnop/aclnn_cross_entropy_loss_grad.h"
+#include "grad_plan.h"
+#include "grad_problem.h"
+#include "grad_rows.h"
+#include "runtime/runtime.h"
+
+namespace openaclnn::cross_entropy {
+namespace {
+
+constexpr const char *kOpName = "aclnnCrossEntropyLossGrad";
+// The coefficient table is aligned inside the workspace, whatever address the caller passes.
+constexpr uint64_t kWorkspaceAlignment = 64;
+
+GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoefficients *rows) {
+    const Operand &log_prob = p.inputs[kLogProb];
+    const Operand &weight = p.inputs[kWeight];
+    GradKernelArgs args{};
+    args.n = p.n;
+    args.c = p.c;
+    args.dtype = p.dtype;
+    args.log_prob = log_prob.Base();
+    args.log_prob_row_stride = log_prob.stride0;
+    args.log_prob_col_stride = log_prob.stride1;
+    args.out = p.out.MutableBase();
+    args.out_row_stride = p.out.stride0;
+    args.out_col_stride = p.out.stride1;
+    args.weight = weight.present ? reinterpret_cast<const float *>(weight.Base()) : nullptr;
+    args.weight_stride = weight.present ? weight.stride0 : 0;
+    args.rows = rows;
+    return args;
+}
+
+class CrossEntropyGradState final : public OperatorState {
+public:
+    CrossEntropyGradState(const CrossEntropyGradProblem &problem, const GradPlan &plan)
+        : problem_(problem), plan_(plan) {}
+
+    const char *Name() const override { return kOpName; }
+
+    uint64_t WorkspaceSize() const override {
+        if (problem_.Empty()) return 0;
+        return static_cast<uint64_t>(problem_.n) * sizeof(GradRowCoefficients) + kWorkspaceAlignment;
+    }
+
+    aclnnStatus SetInputAddr(size_t index, void *addr) override {
+        if (index >= static_cast<size_t>(kGradInputCount)) {
+            return Fail(ACLNN_ERR_PARAM_INVALID,
+                        "aclSetInputTensorAddr: index is %zu, expected 0..5 (gradLoss, logProb, target, "
+                        "weightOptional, gradZlossOptional, lseForZlossOptional)",
+                        index);
+        }
+        return Rebind(problem_.inputs[index], index, "aclSetInputTensorAddr", addr);
+    }
+
+    aclnnStatus SetOutputAddr(size_t index, void *addr) override {
+        if (index != 0) {
+            return Fail(ACLNN_ERR_PARAM_INVALID, "aclSetOutputTensorAddr: index is %zu, expected 0 (out)", index);
+        }
+        return Rebind(problem_.out, index, "aclSetOutputTensorAddr", addr);
+    }
+
+    Task MakeTask(void *workspace) const override {
+        return [problem = problem_, plan = plan_, workspace](TaskContext &context) {
+            if (problem.Empty()) return;
+            auto address = reinterpret_cast<uintptr_t>(workspace);
+            address = (address + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+            auto *rows = reinterpret_cast<GradRowCoefficients *>(address);
+            ComputeGradRows(problem, rows, context);
+            RunGradPlan(plan, MakeKernelArgs(problem, rows));
+        };
+    }
+
+private:
+    static aclnnStatus Rebind(Operand &operand, size_t index, const char *api, void *addr) {
+        if (!operand.present) {
+            return Fail(ACLNN_ERR_PARAM_INVALID, "%s: index %zu names an optional tensor that was not given", api,
+                        index);
+        }
+        if (!addr && operand.elements != 0) {
+            return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: addr is NULL for index %zu, expected an address", api, index);
+        }
+        operand.data = addr;
+        return ACLNN_SUCCESS;
+    }
+
+    CrossEntropyGradProblem problem_;
+    GradPlan plan_;
+};
+
+}  // namespace
+}  // namespace openaclnn::cross_entropy
+
+using namespace openaclnn;
+using namespace openaclnn::cross_entropy;
+
+extern "C" {
+
+aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(const aclTensor *gradLoss, const aclTensor *logProb,
+                                                      const aclTensor *target, const aclTensor *weightOptional,
+                                                      const aclTensor *gradZlossOptional,
+                                                      const aclTensor *lseForZlossOptional, char *reductionOptional,
+                                                      int64_t ignoreIndex, double labelSmoothing,
+                                                      double lseSquareScaleForZloss, const aclTensor *out,
+                                                      uint64_t *workspaceSize, aclOpExecutor **executor) {
+    CrossEntropyGradProblem problem;
+    const aclnnStatus status =
+        CheckCrossEntropyGrad(gradLoss, logProb, target, weightOptional, gradZlossOptional, lseForZlossOptional,
+                              reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss, out,
+                              workspaceSize, executor, &problem);
+    if (status != ACLNN_SUCCESS) return status;
+
+    GradPlan plan{};
+    if (!problem.Empty()) {
+        plan = MakeGradPlan(MakeKernelArgs(problem, nullptr), ConfiguredThreads());
+        Log(1, "%s: N=%lld C=%lld %s: kernel %s, %d thread(s) (%lld x %lld blocks)", kOpName,
+            static_cast<long long>(problem.n), static_cast<long long>(problem.c), DataTypeName(problem.dtype),
+            plan.kernel->name, plan.threads, static_cast<long long>(plan.row_blocks),
+            static_cast<long long>(plan.col_blocks));
+    }
+    auto state = std::make_unique<CrossEntropyGradState>(problem, plan);
+    *workspaceSize = state->WorkspaceSize();
+    *executor = CreateExecutor(std::move(state));
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus aclnnCrossEntropyLossGrad(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                                      aclrtStream stream) {
+    return RunExecutor(kOpName, workspace, workspaceSize, executor, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,176 @@
+// Phase 1 checks of aclnnCrossEntropyLossGrad, one block per rule of DESIGN.md section 2, in its order:
+// null (161001), dtype (161002), attributes (561002), shapes and views (561002), then aliasing (161002).
+#include <cmath>
+#include <cstring>
+
+#include "grad_problem.h"
+#include "ops/common/tensor_checks.h"
+
+namespace openaclnn::cross_entropy {
+namespace {
+
+constexpr const char *kApi = "aclnnCrossEntropyLossGradGetWorkspaceSize";
+
+Operand MakeOperand(const aclTensor *t) {
+    Operand operand;
+    if (!t) return operand;
+    operand.present = true;
+    operand.data = t->data;
+    operand.offset = t->offset;
+    operand.stride0 = t->Rank() >= 1 ? t->strides[0] : 0;
+    operand.stride1 = t->Rank() >= 2 ? t->strides[1] : 0;
+    operand.elements = t->NumElements();
+    operand.element_size = static_cast<int64_t>(aclDataTypeSize(t->dtype));
+    return operand;
+}
+
+// gradLoss and gradZloss: [N] for none; [] or [1] for mean and sum.
+aclnnStatus CheckGradShape(const char *name, const aclTensor *t, Reduction reduction, int64_t n) {
+    if (reduction == Reduction::kNone) return CheckShape(kApi, name, t, {n});
+    if (t->view_dims.empty() || t->view_dims == std::vector<int64_t>{1}) return ACLNN_SUCCESS;
+    return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: %s has shape %s, expected [] or [1] for reduction \"%s\"", kApi,
+                name, DimsToString(t->view_dims).c_str(), reduction == Reduction::kMean ? "mean" : "sum");
+}
+
+}  // namespace
+
+aclnnStatus CheckCrossEntropyGrad(const aclTensor *gradLoss, const aclTensor *logProb, const aclTensor *target,
+                                  const aclTensor *weightOptional, const aclTensor *gradZlossOptional,
+                                  const aclTensor *lseForZlossOptional, const char *reductionOptional,
+                                  int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss,
+                                  const aclTensor *out, const uint64_t *workspaceSize,
+                                  aclOpExecutor *const *executor, CrossEntropyGradProblem *problem) {
+    aclnnStatus status = ACLNN_SUCCESS;
+#define OPENACLNN_RETURN_IF_ERROR(expr) \
+    do {                                \
+        status = (expr);                \
+        if (status != ACLNN_SUCCESS) return status; \
+    } while (0)
+
+    // ---- null (161001) ----
+    OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "gradLoss", gradLoss, true));
+    OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "logProb", logProb, true));
+    OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "target", target, true));
+    OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "weightOptional", weightOptional, false));
+    OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "gradZlossOptional", gradZlossOptional, false));
+    OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "lseForZlossOptional", lseForZlossOptional, false));
+    OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "out", out, true));
+    if (!workspaceSize) {
+        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: workspaceSize is NULL, expected a uint64_t pointer", kApi);
+    }
+    if (!executor) {
+        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is NULL, expected an aclOpExecutor * pointer", kApi);
+    }
+
+    // ---- dtype (161002) ----
+    OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "logProb", logProb, {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}));
+    const aclDataType dtype = logProb->dtype;
+    OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "gradLoss", gradLoss, {dtype}));
+    OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "target", target, {ACL_INT64, ACL_INT32}));
+    if (weightOptional) OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "weightOptional", weightOptional, {ACL_FLOAT}));
+    if (gradZlossOptional) {
+        OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "gradZlossOptional", gradZlossOptional, {dtype}));
+    }
+    if (lseForZlossOptional) {
+        OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "lseForZlossOptional", lseForZlossOptional, {dtype}));
+    }
+    OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "out", out, {dtype}));
+
+    // ---- attributes (561002) ----
+    Reduction reduction = Reduction::kMean;
+    if (reductionOptional) {
+        if (std::strcmp(reductionOptional, "none") == 0) {
+            reduction = Reduction::kNone;
+        } else if (std::strcmp(reductionOptional, "mean") == 0) {
+            reduction = Reduction::kMean;
+        } else if (std::strcmp(reductionOptional, "sum") == 0) {
+            reduction = Reduction::kSum;
+        } else {
+            return Fail(ACLNN_ERR_INNER_TILING_ERROR,
+                        "%s: reductionOptional is \"%.64s\", expected \"none\", \"mean\" or \"sum\" (or NULL for "
+                        "\"mean\")",
+                        kApi, reductionOptional);
+        }
+    }
+    if (!std::isfinite(labelSmoothing) || labelSmoothing < 0.0 || labelSmoothing > 1.0) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: labelSmoothing is %g, expected a finite value in [0, 1]", kApi,
+                    labelSmoothing);
+    }
+    if (!std::isfinite(lseSquareScaleForZloss)) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: lseSquareScaleForZloss is %g, expected a finite value", kApi,
+                    lseSquareScaleForZloss);
+    }
+    const bool zloss = lseSquareScaleForZloss != 0.0;
+    if (zloss && !lseForZlossOptional) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR,
+                    "%s: lseForZlossOptional is NULL while lseSquareScaleForZloss is %g, expected an [N] tensor when "
+                    "the scale is non-zero",
+                    kApi, lseSquareScaleForZloss);
+    }
+
+    // ---- shapes and views (561002) ----
+    if (logProb->Rank() != 2) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: logProb has shape %s, expected a 2-D [N, C] tensor", kApi,
+                    DimsToString(logProb->view_dims).c_str());
+    }
+    const int64_t n = logProb->view_dims[0];
+    const int64_t c = logProb->view_dims[1];
+    OPENACLNN_RETURN_IF_ERROR(CheckShape(kApi, "target", target, {n}));
+    if (weightOptional) OPENACLNN_RETURN_IF_ERROR(CheckShape(kApi, "weightOptional", weightOptional, {c}));
+    OPENACLNN_RETURN_IF_ERROR(CheckShape(kApi, "out", out, {n, c}));
+    OPENACLNN_RETURN_IF_ERROR(CheckGradShape("gradLoss", gradLoss, reduction, n));
+    if (gradZlossOptional) OPENACLNN_RETURN_IF_ERROR(CheckGradShape("gradZlossOptional", gradZlossOptional, reduction, n));
+    if (lseForZlossOptional) {
+        const bool empty_ok = !zloss && lseForZlossOptional->view_dims == std::vector<int64_t>{0};
+        if (!empty_ok && lseForZlossOptional->view_dims != std::vector<int64_t>{n}) {
+            return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: lseForZlossOptional has shape %s, expected [%lld]%s", kApi,
+                        DimsToString(lseForZlossOptional->view_dims).c_str(), static_cast<long long>(n),
+                        zloss ? "" : " or [0] (the z-loss scale is 0)");
+        }
+    }
+    const struct {
+        const char *name;
+        const aclTensor *tensor;
+    } all[] = {{"gradLoss", gradLoss},
+               {"logProb", logProb},
+               {"target", target},
+               {"weightOptional", weightOptional},
+               {"gradZlossOptional", gradZlossOptional},
+               {"lseForZlossOptional", lseForZlossOptional},
+               {"out", out}};
+    for (const auto &entry : all) {
+        if (entry.tensor) OPENACLNN_RETURN_IF_ERROR(CheckViewInStorage(kApi, entry.name, entry.tensor));
+    }
+
+    // ---- aliasing (161002): out may be logProb itself, and overlap nothing else ----
+    for (const auto &entry : all) {
+        if (!entry.tensor || entry.tensor == out) continue;
+        if (entry.tensor == logProb && SameView(out, logProb)) continue;
+        if (MayOverlap(out, entry.tensor)) {
+            return Fail(ACLNN_ERR_PARAM_INVALID,
+                        "%s: out overlaps %s in memory, expected out to be separate from every input (or exactly "
+                        "logProb, for an in-place call)",
+                        kApi, entry.name);
+        }
+    }
+#undef OPENACLNN_RETURN_IF_ERROR
+
+    problem->n = n;
+    problem->c = c;
+    problem->dtype = dtype;
+    problem->target_dtype = target->dtype;
+    problem->reduction = reduction;
+    problem->ignore_index = ignoreIndex;
+    problem->label_smoothing = labelSmoothing;
+    problem->zloss_scale = lseSquareScaleForZloss;
+    problem->inputs[kGradLoss] = MakeOperand(gradLoss);
+    problem->inputs[kLogProb] = MakeOperand(logProb);
+    problem->inputs[kTarget] = MakeOperand(target);
+    problem->inputs[kWeight] = MakeOperand(weightOptional);
+    problem->inputs[kGradZloss] = MakeOperand(gradZlossOptional);
+    problem->inputs[kLseForZloss] = MakeOperand(lseForZlossOptional);
+    problem->out = MakeOperand(out);
+    return ACLNN_SUCCESS;
+}
+
+}  // namespace openaclnn::cross_entropy

@@ -1,0 +1,127 @@
+// Per-row coefficients of the cross-entropy gradient, a literal reading of the formula.
+//
+// With g_i the incoming gradient (gradLoss[i] for none, the scalar otherwise), m_i the ignore mask, t_i the
+// target, w the class weights (ones when absent), ls the label smoothing, D = sum_i m_i w[t_i] (mean only) and
+// K = sum_i m_i (the z-loss mean's count):
+//   nll_i    = g_i (1 - ls) w[t_i] m_i / D          (no / D for sum and none)
+//   smooth_i = g_i ls / C m_i / D                  (idem)
+//   lse_i'   = 2 scale lse_i m_i (g_i + gz_i) / K   (no / K for sum and none; only when scale != 0)
+//   out_ij   = p_ij (nll_i + smooth_i sum_k w_k + lse_i') - smooth_i w_j - [j == t_i] nll_i
+// so a_i = nll_i + smooth_i W + lse_i', b_i = smooth_i, g_i' = nll_i. D == 0 (all rows ignored, or zero weights)
+// gives zeros, as PyTorch does; K == 0 likewise. Everything here is in double: O(N + C) work.
+#include "grad_rows.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/float_convert.h"
+
+namespace openaclnn::cross_entropy {
+namespace {
+
+double LoadFloat(const Operand &operand, aclDataType dtype, int64_t index) {
+    const char *element = operand.Base() + index * operand.stride0 * operand.element_size;
+    switch (dtype) {
+        case ACL_FLOAT: {
+            float value;
+            std::memcpy(&value, element, sizeof value);
+            return value;
+        }
+        case ACL_FLOAT16: {
+            uint16_t bits;
+            std::memcpy(&bits, element, sizeof bits);
+            return HalfToFloat(bits);
+        }
+        default: {
+            uint16_t bits;
+            std::memcpy(&bits, element, sizeof bits);
+            return Bf16ToFloat(bits);
+        }
+    }
+}
+
+int64_t LoadTarget(const Operand &operand, aclDataType dtype, int64_t index) {
+    const char *element = operand.Base() + index * operand.stride0 * operand.element_size;
+    if (dtype == ACL_INT32) {
+        int32_t value;
+        std::memcpy(&value, element, sizeof value);
+        return value;
+    }
+    int64_t value;
+    std::memcpy(&value, element, sizeof value);
+    return value;
+}
+
+}  // namespace
+
+void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows, TaskContext &context) {
+    const Operand &grad_loss = p.inputs[kGradLoss];
+    const Operand &target = p.inputs[kTarget];
+    const Operand &weight = p.inputs[kWeight];
+    const Operand &grad_zloss = p.inputs[kGradZloss];
+    const Operand &lse = p.inputs[kLseForZloss];
+    const bool per_row = p.reduction == Reduction::kNone;
+    const bool zloss = p.zloss_scale != 0.0;
+    const auto class_weight = [&](int64_t j) {
+        return weight.present ? LoadFloat(weight, ACL_FLOAT, j) : 1.0;
+    };
+
+    // Pass 1: classify rows, and the denominators in row order.
+    double weight_total = 0.0;  // D
+    int64_t unmasked = 0;       // K
+    int64_t bad_rows = 0;
+    for (int64_t i = 0; i < p.n; ++i) {
+        const int64_t t = LoadTarget(target, p.target_dtype, i);
+        GradRowCoefficients &row = rows[i];
+        row = GradRowCoefficients{0.0, 0.0, 0.0, -1, kRowZero, 0};
+        if (t == p.ignore_index) continue;
+        if (t < 0 || t >= p.c) {
+            const double nan = std::numeric_limits<double>::quiet_NaN();
+            row = GradRowCoefficients{nan, nan, 0.0, -1, kRowCompute, 0};
+            if (bad_rows++ == 0) {
+                context.RecordError(
+                    ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+                    Format("aclnnCrossEntropyLossGrad: target[%lld] is %lld, expected a class index in [0, %lld) or "
+                           "ignoreIndex (%lld); that row of out is NaN",
+                           static_cast<long long>(i), static_cast<long long>(t), static_cast<long long>(p.c),
+                           static_cast<long long>(p.ignore_index)));
+            }
+            continue;
+        }
+        row.col = t;
+        row.kind = kRowCompute;
+        weight_total += class_weight(t);
+        ++unmasked;
+    }
+
+    double weight_sum = static_cast<double>(p.c);  // W = sum_j w_j
+    if (weight.present && p.label_smoothing != 0.0) {
+        weight_sum = 0.0;
+        for (int64_t j = 0; j < p.c; ++j) weight_sum += class_weight(j);
+    }
+    const bool mean = p.reduction == Reduction::kMean;
+    const double nll_scale = mean ? (weight_total != 0.0 ? 1.0 / weight_total : 0.0) : 1.0;
+    const double zloss_scale = mean ? (unmasked != 0 ? 1.0 / static_cast<double>(unmasked) : 0.0) : 1.0;
+    const double smoothing = p.label_smoothing;
+
+    // Pass 2: the coefficients of each unmasked, valid row.
+    for (int64_t i = 0; i < p.n; ++i) {
+        GradRowCoefficients &row = rows[i];
+        if (row.kind != kRowCompute || row.col < 0) continue;
+        const double g = LoadFloat(grad_loss, p.dtype, per_row ? i : 0);
+        const double nll = g * (1.0 - smoothing) * class_weight(row.col) * nll_scale;
+        const double smooth = g * smoothing / static_cast<double>(p.c) * nll_scale;
+        double lse_grad = 0.0;
+        if (zloss) {
+            const double gz = grad_zloss.present ? LoadFloat(grad_zloss, p.dtype, per_row ? i : 0) : 0.0;
+            lse_grad = 2.0 * p.zloss_scale * LoadFloat(lse, p.dtype, i) * (g + gz) * zloss_scale;
+        }
+        row.a = nll + smooth * weight_sum + lse_grad;
+        row.b = smooth;
+        row.g = nll;
+        if (row.a == 0.0 && row.b == 0.0 && row.g == 0.0) row.kind = kRowZero;
+    }
+}
+
+}  // namespace openaclnn::cross_entropy
