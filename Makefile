@@ -4,12 +4,15 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test install bench clean
+.PHONY: all deps deps-test build run test install bench clean
 
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh build
+
+deps-test:
+	@bash scripts/install-deps.sh test
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
@@ -23,7 +26,7 @@ run: deps
 	$(MAKE) -C examples run BUILD=$(abspath $(BUILD))
 
 # The whole test suite through ctest.
-test: deps
+test: deps-test
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
 
