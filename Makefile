@@ -14,15 +14,17 @@ deps:
 deps-test:
 	@bash scripts/install-deps.sh test
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+# WITH_TESTS=ON also builds the tests and benchmarks (they need the packages of deps-test).
+WITH_TESTS ?= ON
 
-build: $(BUILD)/CMakeCache.txt
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DOPENACLNN_BUILD_TESTS=$(WITH_TESTS) \
+	    -DOPENACLNN_BUILD_BENCH=$(WITH_TESTS) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Builds Release and runs the official example of aclnnCrossEntropyLossGrad.
 run: deps
-	$(MAKE) build
+	$(MAKE) build WITH_TESTS=OFF
 	$(MAKE) -C examples run BUILD=$(abspath $(BUILD))
 
 # The whole test suite through ctest.
@@ -30,7 +32,8 @@ test: deps-test
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
 
-install: build
+install: deps
+	$(MAKE) build WITH_TESTS=OFF
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
