@@ -68,7 +68,8 @@ aclError Allocate(void **ptr, size_t size, bool huge, BlockKind kind, const char
         block.mapping = mapping;
         block.mapping_size = mapped;
     } else {
-        result = std::aligned_alloc(kAlignment, usable);  // usable is a multiple of 32; 64 | usable not needed
+        // posix_memalign, not aligned_alloc: usable is a multiple of 32, not always of 64.
+        if (posix_memalign(&result, kAlignment, usable) != 0) result = nullptr;
         if (!result) {
             return Fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of memory allocating %zu bytes", api, size);
         }
