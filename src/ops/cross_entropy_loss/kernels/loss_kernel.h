@@ -24,15 +24,16 @@ enum LossRowKind : int32_t {
     kLossRowOutOfRange = 2,   // target outside [0, C) and not ignoreIndex: loss NaN, reported at sync
 };
 
-// One row of the workspace table (32 bytes, so the workspace is N * 32 bytes).
+// One row of the workspace table (40 bytes, so the workspace is N * 40 bytes plus alignment).
 struct LossRowStats {
     double lse;                    // kernel: log(sum_j exp(x_ij)); NaN when the row holds NaN or +inf
     double weighted_log_prob_sum;  // kernel, only with smoothing: sum_j w_j * logProb_ij (w_j = 1 without weight)
     double target_logit;           // prologue: x[i][t_i] for a counted row, else 0
+    double target_weight;          // prologue: w[t_i] (1 without weight) for a counted row, else 0
     int32_t kind;                  // prologue: LossRowKind
     int32_t reserved;
 };
-static_assert(sizeof(LossRowStats) == 32, "row table layout");
+static_assert(sizeof(LossRowStats) == 40, "row table layout");
 
 // Everything a kernel reads and writes. Pointers already include the view offsets; strides are in elements.
 struct LossKernelArgs {

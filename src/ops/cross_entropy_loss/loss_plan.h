@@ -1,0 +1,33 @@
+// How the forward's kernel pass is split across threads ("tiling"): a pure function of the problem and the
+// machine, decided in phase 1 and copied into each queued task.
+#ifndef OPENACLNN_OPS_CROSS_ENTROPY_LOSS_LOSS_PLAN_H_
+#define OPENACLNN_OPS_CROSS_ENTROPY_LOSS_LOSS_PLAN_H_
+
+#include <cstdint>
+
+#include "kernels/loss_kernel.h"
+
+namespace openaclnn::cross_entropy_loss {
+
+struct LossPlan {
+    const LossKernelInfo *kernel;
+    int threads;         // 1 runs the kernel on the stream's own thread, no parallel region
+    bool stream_stores;  // non-temporal stores for the logProb output (fp32, far larger than the caches)
+};
+
+// max_threads: OPENACLNN_NUM_THREADS or the CPUs available. Rows are split statically into `threads` contiguous
+// ranges; a row is always computed whole by one thread, so no output depends on the split.
+LossPlan MakeLossPlan(const LossKernelArgs &args, int max_threads);
+
+// The same with a given kernel (tests and benchmarks).
+LossPlan MakeLossPlan(const LossKernelArgs &args, int max_threads, const LossKernelInfo &kernel);
+
+// Rows [RowSplit(n, threads, k), RowSplit(n, threads, k + 1)) belong to thread k.
+inline int64_t RowSplit(int64_t n, int threads, int k) { return n * k / threads; }
+
+// Runs the kernel over every row according to the plan.
+void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args);
+
+}  // namespace openaclnn::cross_entropy_loss
+
+#endif  // OPENACLNN_OPS_CROSS_ENTROPY_LOSS_LOSS_PLAN_H_

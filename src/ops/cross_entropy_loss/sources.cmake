@@ -1,0 +1,11 @@
+# aclnnCrossEntropyLoss, the forward of aclnnCrossEntropyLossGrad.
+target_sources(opapi_nn PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/loss_api.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/loss_check.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/loss_rows.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/loss_plan.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/kernels/loss_registry.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/kernels/loss_reference.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/kernels/loss_hwy.cpp)
+# The kernel sources include "kernels/loss_kernel.h" relative to this folder.
+target_include_directories(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR})
