@@ -12,6 +12,7 @@
 #define OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_KERNEL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "acl/acl_base.h"
 
@@ -60,6 +61,16 @@ struct GradTile {
 
 using GradKernelFn = void (*)(const GradKernelArgs &args, const GradTile &tile);
 
+// Instruction-set levels, for OPENACLNN_MAX_ISA. A kernel runs only when its level is at most the cap.
+enum GradIsa : int {
+    kGradIsaReference = 0,  // the reference kernel (OPENACLNN_MAX_ISA=reference forces it)
+    kGradIsaScalar = 1,     // Highway EMU128/SCALAR: portable C++ ("scalar")
+    kGradIsaSse4 = 2,       // SSE4 (NEON on Arm)
+    kGradIsaAvx2 = 3,       // AVX2 + FMA + F16C (SVE)
+    kGradIsaAvx512 = 4,     // AVX-512 F/VL/DQ/BW (SVE2)
+    kGradIsaBest = 100,     // no cap
+};
+
 // One entry of the kernel registry (grad_registry.cpp). The registry walks its list in order and takes the first
 // kernel whose `supports` accepts the arguments and whose ISA is within OPENACLNN_MAX_ISA; the reference kernel,
 // last, supports everything.
@@ -67,6 +78,7 @@ struct GradKernelInfo {
     const char *name;  // e.g. "reference", "hwy:AVX3"
     bool (*supports)(const GradKernelArgs &args);
     GradKernelFn run;
+    int isa;  // GradIsa
 };
 
 // The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to
@@ -75,6 +87,19 @@ void ReferenceGradKernel(const GradKernelArgs &args, const GradTile &tile);
 
 // Picks the kernel for args (honours OPENACLNN_MAX_ISA and logs the choice at OPENACLNN_LOG=info).
 const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args);
+
+// The same with an explicit cap (a GradIsa) instead of OPENACLNN_MAX_ISA; logs nothing.
+const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args, int max_isa);
+
+// OPENACLNN_MAX_ISA as a GradIsa: unset or empty gives kGradIsaBest; "reference", "scalar" (or "emu128"),
+// "sse4", "avx2", "avx512" (or "avx3"); anything else gives kGradIsaBest and a warning in the log.
+int GradIsaCapFromEnv();
+
+// Every kernel this CPU can run, best first, the reference kernel last (tests and benchmarks iterate over it).
+const std::vector<const GradKernelInfo *> &GradKernels();
+
+// The SIMD kernels this CPU can run, best first (grad_hwy.cpp).
+std::vector<const GradKernelInfo *> HwyGradKernels();
 
 }  // namespace openaclnn::cross_entropy
 

@@ -1,0 +1,454 @@
+// The SIMD body of the cross-entropy gradient kernel, written once and compiled for every Highway target by
+// grad_hwy.cpp (foreach_target.h re-includes this file once per target).
+//
+// Per element (grad_kernel.h): out = exp(x) * a - b * w_j, and at the row's target column also - g.
+//
+// Exactness and determinism, in one place:
+//  * Only IEEE-exact single operations are used: Mul, Add, Sub, Min, Max, compares, blends, integer ops and exact
+//    conversions. No FMA: Highway's MulAdd fuses on AVX2/AVX-512 but not on SSE4/EMU128, and the file is compiled
+//    with -ffp-contract=off so the compiler cannot fuse either. Every target therefore performs the same operations
+//    in the same order on the same values, and the outputs are bitwise identical across targets (NaN payloads
+//    aside) and, since no element depends on its neighbours, across any tiling or thread count.
+//  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
+//    an add), a polynomial for exp(r) evaluated by non-fused Horner, and the scale 2^k applied in two exact halves
+//    after the multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down to
+//    -172) or overflow (up to 176). The polynomial's degree depends on the output type (ExpDegree below):
+//      fp32: degree 6, polynomial error 2^-28.3, measured max error of exp 1 ulp (tests/kernels: exhaustive)
+//      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
+//      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative
+//    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-12 (fp16) of an output
+//    ulp at worst, a result can only be misrounded when the exact value lies that close to a rounding midpoint
+//    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
+//  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
+//    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
+//  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
+//    integer sequence in StoreHalf; bf16: integer rounding on every target, since Highway 1.0's DemoteTo
+//    truncates and the AVX-512 BF16 instruction flushes subnormals).
+//
+// Memory: one read of logProb and one write of out per element. Outputs larger than the last-level cache use
+// streaming (non-temporal) stores: they skip the read-for-ownership of the output lines, which is what lets the
+// kernel run at the speed of memcpy (which streams too at these sizes).
+
+#if defined(OPENACLNN_GRAD_HWY_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef OPENACLNN_GRAD_HWY_INL_H_
+#undef OPENACLNN_GRAD_HWY_INL_H_
+#else
+#define OPENACLNN_GRAD_HWY_INL_H_
+#endif
+
+#include <cmath>
+#include <cstring>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/grad_hwy_shared.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace openaclnn::cross_entropy::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using D16 = hn::Rebind<uint16_t, DF>;  // half-width vector of the 16-bit storage lanes
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using V16 = hn::Vec<D16>;
+
+// Targets whose Highway fp16 conversions are emulated (and, in Highway 1.0, neither round to nearest even nor
+// handle inf/NaN) use our own exact integer sequences; the others have hardware conversions (F16C, NEON, SVE).
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+#define OPENACLNN_HWY_SOFT_F16 1
+#else
+#define OPENACLNN_HWY_SOFT_F16 0
+#endif
+
+// Streaming stores only where Highway's Stream writes exactly the vector it is given (full 128/256/512-bit
+// vectors on x86): the 16-bit half-width vectors of the 128-bit targets are not full vectors.
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kCanStream = true;
+#else
+constexpr bool kCanStream = false;
+#endif
+
+// ---- exp(x) * a ------------------------------------------------------------------------------------------------
+
+template <int kDegree>
+HWY_INLINE VF ExpPoly(DF df, VF r);
+
+// Minimax coefficients for exp(r) = 1 + r + r^2 (c2 + c3 r + ...) on [-ln2/2, ln2/2], relative error, c0 = c1 = 1
+// exact (bench/exp_coefficients.py reproduces them). Horner, non-fused.
+template <>
+HWY_INLINE VF ExpPoly<6>(DF df, VF r) {
+    VF s = hn::Set(df, 0x1.6a23ccp-10f);
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.123a2p-7f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.5558f2p-5f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.555492p-3f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.fffffcp-2f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+    return hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+}
+
+template <>
+HWY_INLINE VF ExpPoly<5>(DF df, VF r) {
+    VF s = hn::Set(df, 0x1.106256p-7f);
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.572a68p-5f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.5557bp-3f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.fffdfcp-2f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+    return hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+}
+
+template <>
+HWY_INLINE VF ExpPoly<4>(DF df, VF r) {
+    VF s = hn::Set(df, 0x1.5224e4p-5f);
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.571d2p-3f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.0006b8p-1f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+    return hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+}
+
+// exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
+// x is clamped to [-172, 176]: beyond that exp(x) * a is 0 or infinite for any a in [2^-76, 2^76]. NaN x gives NaN.
+template <int kDegree>
+HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
+    const DI di;
+    const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
+    const VF xc = hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
+    const VF t = hn::Add(hn::Mul(xc, hn::Set(df, 1.44269504088896341f)), magic);
+    const VF kf = hn::Sub(t, magic);                                    // k, exact, in [-248, 254]
+    const VI k = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, magic));  // the same k as an integer
+    // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
+    // difference (Sterbenz); the second step rounds once.
+    VF r = hn::Sub(xc, hn::Mul(kf, hn::Set(df, 0.693145751953125f)));
+    r = hn::Sub(r, hn::Mul(kf, hn::Set(df, 1.42860676533018708e-6f)));
+    VF m = hn::Mul(ExpPoly<kDegree>(df, r), a);
+    // 2^k = 2^k1 * 2^k2 with both halves normal floats; each multiplication is exact unless the result is
+    // subnormal or infinite, where it rounds once, correctly.
+    const VI k1 = hn::ShiftRight<1>(k);
+    const VI k2 = hn::Sub(k, k1);
+    const VI bias = hn::Set(di, 127);
+    m = hn::Mul(m, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(k1, bias))));
+    m = hn::Mul(m, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(k2, bias))));
+    return hn::IfThenElse(hn::IsNaN(x), x, m);
+}
+
+// ---- loads and stores per storage type ----------------------------------------------------------------------
+
+HWY_INLINE VF HalfToF32(DF df, V16 h) {
+#if OPENACLNN_HWY_SOFT_F16
+    // Exact: shifting the exponent/mantissa bits into place gives a float 2^-112 times the value (subnormal halves
+    // become subnormal floats), and the multiplication by 2^112 is exact. inf/NaN get the float's all-ones
+    // exponent, keeping the payload.
+    const DU du;
+    const auto bits = hn::PromoteTo(du, h);
+    const auto magnitude = hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x7fffu)));
+    const VF scaled = hn::Mul(hn::BitCast(df, magnitude), hn::Set(df, 0x1p112f));
+    const auto special = hn::Or(magnitude, hn::Set(du, 0x7f800000u));
+    const auto is_special = hn::Gt(hn::BitCast(DI(), magnitude), hn::Set(DI(), 0x0f7fffff));
+    const auto value = hn::IfThenElse(hn::RebindMask(du, is_special), special, hn::BitCast(du, scaled));
+    return hn::BitCast(df, hn::Or(value, hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u)))));
+#else
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::BitCast(dh, h));
+#endif
+}
+
+// fp32 -> fp16 bits, round to nearest even; the same results as FloatToHalf in common/float_convert.h.
+HWY_INLINE V16 F32ToHalf(DF df, VF v) {
+    const D16 d16;
+#if OPENACLNN_HWY_SOFT_F16
+    const DU du;
+    const DI di;
+    const auto u = hn::BitCast(du, v);
+    const auto sign = hn::And(u, hn::Set(du, 0x80000000u));
+    const auto abs = hn::Xor(u, sign);
+    const VI abs_i = hn::BitCast(di, abs);
+    // Normal halves: rebias the exponent and round the 13 dropped bits to nearest even.
+    const auto odd = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
+    const auto normal =
+        hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(du, 0xc8000fffu)), odd));  // - (112 << 23) + 0xfff
+    // Subnormal halves (and zero): adding 0.5f puts the half's unit 2^-24 at the float's last place, and the
+    // addition rounds to nearest even there.
+    const VF half_magic = hn::Set(df, 0.5f);
+    const auto subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), half_magic)),
+                                   hn::BitCast(du, half_magic));
+    auto bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000))), subnormal, normal);
+    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477fefff))), hn::Set(du, 0x7c00u), bits);
+    const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x1ffu)));
+    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7f800000))), nan, bits);
+    bits = hn::Or(bits, hn::ShiftRight<16>(sign));
+    return hn::DemoteTo(d16, hn::BitCast(di, bits));
+#else
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::BitCast(d16, hn::DemoteTo(dh, v));
+#endif
+}
+
+// fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet), as FloatToBf16.
+HWY_INLINE V16 F32ToBf16(DF /*df*/, VF v) {
+    const D16 d16;
+    const DU du;
+    const DI di;
+    const auto u = hn::BitCast(du, v);
+    const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(u, hn::Set(du, 0x00400000u)), rounded);
+    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(bits)));
+}
+
+template <aclDataType kType>
+struct Storage;
+
+template <>
+struct Storage<ACL_FLOAT> {
+    using T = float;
+    static constexpr int kExpDegree = 6;
+    static HWY_INLINE VF Load(DF df, const T *p) { return hn::LoadU(df, p); }
+    static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(v, df, p); }
+    static HWY_INLINE void Stream(DF df, VF v, T *p) { hn::Stream(v, df, p); }
+};
+
+template <>
+struct Storage<ACL_FLOAT16> {
+    using T = uint16_t;
+    static constexpr int kExpDegree = 5;
+    static HWY_INLINE VF Load(DF df, const T *p) { return HalfToF32(df, hn::LoadU(D16(), p)); }
+    static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(F32ToHalf(df, v), D16(), p); }
+    static HWY_INLINE void Stream(DF df, VF v, T *p) { hn::Stream(F32ToHalf(df, v), D16(), p); }
+};
+
+template <>
+struct Storage<ACL_BF16> {
+    using T = uint16_t;
+    static constexpr int kExpDegree = 4;
+    static HWY_INLINE VF Load(DF df, const T *p) {
+        const DU du;
+        return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(D16(), p))));
+    }
+    static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(F32ToBf16(df, v), D16(), p); }
+    static HWY_INLINE void Stream(DF df, VF v, T *p) { hn::Stream(F32ToBf16(df, v), D16(), p); }
+};
+
+// ---- one row segment -------------------------------------------------------------------------------------------
+
+// Which bias term the row has: none (b == +0 and weights finite, so b * w_j is +0 everywhere), the constant b
+// (no weights), or b * w_j.
+enum BiasKind { kNoBias, kConstBias, kWeightBias };
+
+template <aclDataType kType, BiasKind kBias>
+HWY_INLINE VF BiasTerm(DF df, VF b, const float *w) {
+    if constexpr (kBias == kWeightBias) return hn::Mul(b, hn::LoadU(df, w));
+    (void)df;
+    (void)w;
+    return b;
+}
+
+template <aclDataType kType, BiasKind kBias>
+HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
+    const VF m = ScaledExp<Storage<kType>::kExpDegree>(df, x, a);
+    if constexpr (kBias == kNoBias) {
+        (void)b;
+        (void)w;
+        return m;
+    } else {
+        return hn::Sub(m, BiasTerm<kType, kBias>(df, b, w));
+    }
+}
+
+// Cancellation guard for the 16-bit outputs. Where exp(x) a and b w_j nearly cancel, the fp32 value's absolute
+// error (about 2^-17.5 |b w_j| for bf16's exp, 2^-22 for fp16's) is no longer small against the result's ulp. Lanes
+// with |out| < |b w_j| * kCancellationBound are therefore recomputed in double (StoreExactElement); above that
+// bound the error is under 0.41 ulp of the output (below), so no output is further than one ulp from the
+// correctly rounded value. The guard is a function of each lane's own values,
+// so every target flags the same lanes (determinism holds). fp32 outputs keep the fp32 value: their error bound
+// is stated relative to the terms (a few ulps of max(|exp(x) a|, |b w_j|)).
+//   bf16: exp error <= 2^-17.4 |m|, |m| ~ |b w|, result ulp >= 2^-8 |out| >= 2^-16 |b w|: error <= 0.38 ulp.
+//   fp16: exp error <= 2^-22.3 |m|, result ulp >= 2^-11 |out| >= 2^-21 |b w|: error <= 0.41 ulp.
+template <aclDataType kType>
+constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-8f : 0x1p-10f;
+
+template <aclDataType kType, BiasKind kBias>
+HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
+    const VF bias = BiasTerm<kType, kBias>(df, b, w);
+    return hn::Lt(hn::Abs(value), hn::Mul(hn::Abs(bias), hn::Set(df, kCancellationBound<kType>)));
+}
+
+// Rounds and stores a vector of results whose lanes `cancelled` are recomputed in double from x (the input,
+// widened exactly) with the row's double coefficients.
+template <aclDataType kType, BiasKind kBias>
+HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, const GradRowCoefficients &row,
+                               const float *w, typename Storage<kType>::T *out, size_t count) {
+    using T = typename Storage<kType>::T;
+    constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
+    alignas(HWY_MAX_BYTES) float x_buf[kMax];
+    alignas(HWY_MAX_BYTES) float flag_buf[kMax];
+    alignas(HWY_MAX_BYTES) T out_buf[kMax];
+    hn::Store(x, df, x_buf);
+    hn::Store(hn::IfThenElseZero(cancelled, hn::Set(df, 1.0f)), df, flag_buf);
+    Storage<kType>::Store(df, value, out_buf);
+    for (size_t lane = 0; lane < count; ++lane) {
+        if (flag_buf[lane] != 0.0f) {
+            const double weight = kBias == kWeightBias ? static_cast<double>(w[lane]) : 1.0;
+            StoreExactElement(kType, x_buf[lane], &out_buf[lane], row.a, row.b, weight);
+        }
+    }
+    std::memcpy(out, out_buf, count * sizeof(T));
+}
+
+// Computes and stores one vector (count = lanes, or fewer into a buffer by the caller).
+template <aclDataType kType, BiasKind kBias, bool kStream>
+HWY_INLINE void StoreVector(DF df, VF x, VF a, VF b, const float *w, const GradRowCoefficients &row,
+                            typename Storage<kType>::T *out) {
+    const VF value = RowValue<kType, kBias>(df, x, a, b, w);
+    if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
+        const auto cancelled = Cancelled<kType, kBias>(df, value, b, w);
+        if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
+            StorePatched<kType, kBias>(df, x, value, cancelled, row, w, out, hn::Lanes(df));
+            return;
+        }
+    }
+    if constexpr (kStream) {
+        Storage<kType>::Stream(df, value, out);
+    } else {
+        Storage<kType>::Store(df, value, out);
+    }
+}
+
+// Fewer than a vector's lanes: through a stack buffer, so that nothing outside [0, count) is read or written, on
+// every target (masked loads are not fault-safe on all of them). The values are the vector path's, bit for bit.
+template <aclDataType kType, BiasKind kBias>
+HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
+                             size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row) {
+    using T = typename Storage<kType>::T;
+    constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
+    alignas(HWY_MAX_BYTES) T in_buf[kMax] = {};
+    alignas(HWY_MAX_BYTES) T out_buf[kMax];
+    alignas(HWY_MAX_BYTES) float w_buf[kMax] = {};
+    std::memcpy(in_buf, in, count * sizeof(T));
+    if constexpr (kBias == kWeightBias) std::memcpy(w_buf, w, count * sizeof(float));
+    StoreVector<kType, kBias, false>(df, Storage<kType>::Load(df, in_buf), a, b, w_buf, row, out_buf);
+    std::memcpy(out, out_buf, count * sizeof(T));
+}
+
+// out[0, count) from in[0, count); w is the weight of column 0 (kWeightBias only). Reads each input vector before
+// writing the output vector at the same place, so out == in works.
+template <aclDataType kType, BiasKind kBias, bool kStream>
+HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
+                        size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, size_t *done) {
+    const size_t lanes = hn::Lanes(df);
+    const float *wj = w;
+    for (; j + 2 * lanes <= count; j += 2 * lanes) {
+        if constexpr (kBias == kWeightBias) wj = w + j;
+        const VF x0 = Storage<kType>::Load(df, in + j);
+        const VF x1 = Storage<kType>::Load(df, in + j + lanes);
+        StoreVector<kType, kBias, kStream>(df, x0, a, b, wj, row, out + j);
+        StoreVector<kType, kBias, kStream>(df, x1, a, b, wj + lanes, row, out + j + lanes);
+    }
+    for (; j + lanes <= count; j += lanes) {
+        if constexpr (kBias == kWeightBias) wj = w + j;
+        StoreVector<kType, kBias, kStream>(df, Storage<kType>::Load(df, in + j), a, b, wj, row, out + j);
+    }
+    *done = j;
+}
+
+template <aclDataType kType, BiasKind kBias>
+HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
+                           const GradRowCoefficients &row, const float *w, bool stream) {
+    using T = typename Storage<kType>::T;
+    const DF df;
+    const size_t lanes = hn::Lanes(df);
+    const VF a = hn::Set(df, static_cast<float>(row.a));
+    const VF b = hn::Set(df, static_cast<float>(row.b));
+    size_t j = 0;
+    if (stream) {
+        // Peel up to lanes - 1 elements so that the streaming stores are vector-aligned.
+        const size_t align = lanes * sizeof(T);
+        const size_t misalign = reinterpret_cast<uintptr_t>(out) % align;
+        if (misalign % sizeof(T) != 0) {
+            stream = false;  // not even element-aligned: plain stores
+        } else if (misalign != 0) {
+            j = HWY_MIN(count, (align - misalign) / sizeof(T));
+            RowPartial<kType, kBias>(df, in, out, j, a, b, w, row);
+        }
+    }
+    if (stream) {
+        RowLoop<kType, kBias, true>(df, in, out, j, count, a, b, w, row, &j);
+    } else {
+        RowLoop<kType, kBias, false>(df, in, out, j, count, a, b, w, row, &j);
+    }
+    if (j < count) RowPartial<kType, kBias>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
+}
+
+template <typename T>
+HWY_INLINE void ZeroSegment(T *out, size_t count) {
+    std::memset(out, 0, count * sizeof(T));  // +0 in every format
+}
+
+// True when every weight in [begin, end) is finite, so that b * w_j is +0 for b == +0.
+HWY_INLINE bool WeightsFinite(const float *w, size_t count) {
+    const DF df;
+    const size_t lanes = hn::Lanes(df);
+    auto all = hn::Eq(hn::Zero(df), hn::Zero(df));
+    size_t j = 0;
+    for (; j + lanes <= count; j += lanes) all = hn::And(all, hn::IsFinite(hn::LoadU(df, w + j)));
+    bool finite = hn::AllTrue(df, all);
+    for (; j < count; ++j) finite = finite && std::isfinite(w[j]);
+    return finite;
+}
+
+template <aclDataType kType>
+void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
+    using T = typename Storage<kType>::T;
+    const T *in_base = static_cast<const T *>(args.log_prob);
+    T *out_base = static_cast<T *>(args.out);
+    const size_t count = static_cast<size_t>(tile.col_end - tile.col_begin);
+    if (count == 0) return;
+    const bool stream = kCanStream && UseStreamingStores(args);
+    const float *w = args.weight ? args.weight + tile.col_begin : nullptr;
+    const bool weights_finite = w == nullptr || WeightsFinite(w, count);
+    for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
+        const GradRowCoefficients &row = args.rows[i];
+        const T *in = in_base + i * args.log_prob_row_stride + tile.col_begin;
+        T *out = out_base + i * args.out_row_stride + tile.col_begin;
+        if (row.kind == kRowZero) {
+            ZeroSegment(out, count);
+            continue;
+        }
+        // The target column is recomputed in double at the end; read its input first (out may be logProb).
+        const bool has_col = row.col >= tile.col_begin && row.col < tile.col_end;
+        const T x_col = has_col ? in[row.col - tile.col_begin] : T{};
+        if (row.b == 0.0 && !std::signbit(row.b) && weights_finite) {
+            RowSegment<kType, kNoBias>(in, out, count, row, nullptr, stream);
+        } else if (w == nullptr) {
+            RowSegment<kType, kConstBias>(in, out, count, row, nullptr, stream);
+        } else {
+            RowSegment<kType, kWeightBias>(in, out, count, row, w, stream);
+        }
+        if (has_col) {
+            const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+            StoreTargetElement(kType, &x_col, out + (row.col - tile.col_begin), row, weight);
+        }
+    }
+    if (stream) hwy::FlushStream();
+}
+
+void GradKernel(const GradKernelArgs &args, const GradTile &tile) {
+    switch (args.dtype) {
+        case ACL_FLOAT:
+            GradTileTyped<ACL_FLOAT>(args, tile);
+            break;
+        case ACL_FLOAT16:
+            GradTileTyped<ACL_FLOAT16>(args, tile);
+            break;
+        default:
+            GradTileTyped<ACL_BF16>(args, tile);
+            break;
+    }
+}
+
+#undef OPENACLNN_HWY_SOFT_F16
+
+}  // namespace openaclnn::cross_entropy::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // OPENACLNN_GRAD_HWY_INL_H_ toggle

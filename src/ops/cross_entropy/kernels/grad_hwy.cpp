@@ -1,0 +1,134 @@
+// Compiles grad_hwy-inl.h once per Highway target and lists the results for the registry.
+//
+// Targets: AVX-512 (AVX3), AVX2, SSE4 and EMU128 (portable scalar-like code) on x86; NEON/SVE/... elsewhere, as
+// Highway attains them. All are compiled whatever the build's -march, so that every target this CPU can run is
+// testable on it (HWY_COMPILE_ALL_ATTAINABLE). SSSE3 and AVX3_DL add nothing here over SSE4 and AVX3.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#endif
+#define HWY_COMPILE_ALL_ATTAINABLE
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/grad_hwy.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/grad_hwy-inl.h"
+
+#if HWY_ONCE
+#include <cmath>
+#include <vector>
+
+#include "common/float_convert.h"
+#include "kernels/grad_hwy_shared.h"
+
+namespace openaclnn::cross_entropy {
+
+namespace {
+
+// Larger outputs than this use streaming stores (above the last-level cache of common 2-16 core parts).
+constexpr uint64_t kStreamingThresholdBytes = 16ull << 20;
+
+uint64_t ElementBytes(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
+
+}  // namespace
+
+bool UseStreamingStores(const GradKernelArgs &args) {
+    return static_cast<uint64_t>(args.n) * static_cast<uint64_t>(args.c) * ElementBytes(args.dtype) >=
+           kStreamingThresholdBytes;
+}
+
+void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight) {
+    // The reference kernel's expression, operation for operation (this file is built with -ffp-contract=off).
+    double xd;
+    if (dtype == ACL_FLOAT) {
+        xd = *static_cast<const float *>(x);
+    } else if (dtype == ACL_FLOAT16) {
+        xd = HalfToFloat(*static_cast<const uint16_t *>(x));
+    } else {
+        xd = Bf16ToFloat(*static_cast<const uint16_t *>(x));
+    }
+    double value = std::exp(xd) * row.a - row.b * weight;
+    value -= row.g;
+    if (dtype == ACL_FLOAT) {
+        *static_cast<float *>(out) = static_cast<float>(value);
+    } else if (dtype == ACL_FLOAT16) {
+        *static_cast<uint16_t *>(out) = DoubleToHalf(value);
+    } else {
+        *static_cast<uint16_t *>(out) = DoubleToBf16(value);
+    }
+}
+
+void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight) {
+    const double value = std::exp(static_cast<double>(x)) * a - b * weight;
+    if (dtype == ACL_FLOAT) {
+        *static_cast<float *>(out) = static_cast<float>(value);
+    } else if (dtype == ACL_FLOAT16) {
+        *static_cast<uint16_t *>(out) = DoubleToHalf(value);
+    } else {
+        *static_cast<uint16_t *>(out) = DoubleToBf16(value);
+    }
+}
+
+namespace {
+
+// Contiguous rows (column stride 1 for logProb and out, weight contiguous): the SIMD kernels' domain. Strided
+// columns fall back to the reference kernel.
+bool HwySupports(const GradKernelArgs &args) {
+    if (args.dtype != ACL_FLOAT && args.dtype != ACL_FLOAT16 && args.dtype != ACL_BF16) return false;
+    if (args.c > 1 && (args.log_prob_col_stride != 1 || args.out_col_stride != 1)) return false;
+    if (args.weight != nullptr && args.c > 1 && args.weight_stride != 1) return false;
+    return true;
+}
+
+struct HwyKernelEntry {
+    int64_t target;  // Highway target bit
+    GradKernelInfo info;
+};
+
+#define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
+    HwyKernelEntry { HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK} }
+
+// Best first.
+const HwyKernelEntry kHwyKernels[] = {
+#if HWY_TARGETS & HWY_AVX3
+    OPENACLNN_HWY_ENTRY(AVX3, N_AVX3, kGradIsaAvx512),
+#endif
+#if HWY_TARGETS & HWY_AVX2
+    OPENACLNN_HWY_ENTRY(AVX2, N_AVX2, kGradIsaAvx2),
+#endif
+#if HWY_TARGETS & HWY_SSE4
+    OPENACLNN_HWY_ENTRY(SSE4, N_SSE4, kGradIsaSse4),
+#endif
+#if HWY_TARGETS & HWY_SVE2
+    OPENACLNN_HWY_ENTRY(SVE2, N_SVE2, kGradIsaAvx512),
+#endif
+#if HWY_TARGETS & HWY_SVE
+    OPENACLNN_HWY_ENTRY(SVE, N_SVE, kGradIsaAvx2),
+#endif
+#if HWY_TARGETS & HWY_NEON
+    OPENACLNN_HWY_ENTRY(NEON, N_NEON, kGradIsaSse4),
+#endif
+#if HWY_TARGETS & HWY_EMU128
+    OPENACLNN_HWY_ENTRY(EMU128, N_EMU128, kGradIsaScalar),
+#endif
+#if HWY_TARGETS & HWY_SCALAR
+    OPENACLNN_HWY_ENTRY(SCALAR, N_SCALAR, kGradIsaScalar),
+#endif
+};
+
+#undef OPENACLNN_HWY_ENTRY
+
+}  // namespace
+
+std::vector<const GradKernelInfo *> HwyGradKernels() {
+    std::vector<const GradKernelInfo *> kernels;
+    const int64_t supported = hwy::SupportedTargets();
+    for (const HwyKernelEntry &entry : kHwyKernels) {
+        if (supported & entry.target) kernels.push_back(&entry.info);
+    }
+    return kernels;
+}
+
+}  // namespace openaclnn::cross_entropy
+#endif  // HWY_ONCE

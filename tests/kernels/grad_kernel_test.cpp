@@ -1,0 +1,497 @@
+// Every gradient kernel this CPU can run (hwy:AVX3, hwy:AVX2, hwy:SSE4, hwy:EMU128, ...) against the reference
+// kernel, called directly through the registry.
+//
+// Tolerances (one table, from the dtype's epsilon):
+//   fp32:      |kernel - reference| <= 4 * 2^-24 * (|exp(x) a| + |b w|)  + 2^-149   (a few ulps of the terms)
+//   fp16/bf16: at least 99.5% of the elements bitwise equal to the reference (correctly rounded), none further
+//              than one unit in the last place; the target column and zero rows always exact.
+// Outputs are poisoned before every run, so a kernel that skips an element fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/float_convert.h"
+#include "ops/cross_entropy/grad_plan.h"
+#include "ops/cross_entropy/kernels/grad_kernel.h"
+
+namespace openaclnn::cross_entropy {
+namespace {
+
+constexpr uint64_t kPoison = 0x7fa5a5a5a5a5a5a5ull;  // a signalling-NaN-like pattern no kernel produces
+
+size_t ElementSize(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
+const char *DtypeName(aclDataType dtype) {
+    return dtype == ACL_FLOAT ? "fp32" : dtype == ACL_FLOAT16 ? "fp16" : "bf16";
+}
+
+double ToDouble(aclDataType dtype, const void *base, int64_t index) {
+    if (dtype == ACL_FLOAT) return static_cast<const float *>(base)[index];
+    const uint16_t h = static_cast<const uint16_t *>(base)[index];
+    return dtype == ACL_FLOAT16 ? HalfToFloat(h) : Bf16ToFloat(h);
+}
+
+uint32_t Bits(aclDataType dtype, const void *base, int64_t index) {
+    if (dtype == ACL_FLOAT) return FloatBits(static_cast<const float *>(base)[index]);
+    return static_cast<const uint16_t *>(base)[index];
+}
+
+void StoreFromDouble(aclDataType dtype, void *base, int64_t index, double v) {
+    if (dtype == ACL_FLOAT) {
+        static_cast<float *>(base)[index] = static_cast<float>(v);
+    } else if (dtype == ACL_FLOAT16) {
+        static_cast<uint16_t *>(base)[index] = DoubleToHalf(v);
+    } else {
+        static_cast<uint16_t *>(base)[index] = DoubleToBf16(v);
+    }
+}
+
+// Ordered integer for ulp distances (sign-magnitude to two's complement).
+int64_t Ordered(aclDataType dtype, uint32_t bits) {
+    const int shift = dtype == ACL_FLOAT ? 31 : 15;
+    const int64_t magnitude = bits & ((1u << shift) - 1u);
+    return (bits >> shift) ? -magnitude : magnitude;
+}
+
+bool IsNanBits(aclDataType dtype, uint32_t bits) {
+    if (dtype == ACL_FLOAT) return (bits & 0x7fffffffu) > 0x7f800000u;
+    if (dtype == ACL_FLOAT16) return (bits & 0x7fffu) > 0x7c00u;
+    return (bits & 0x7fffu) > 0x7f80u;
+}
+
+// A problem: storage for logProb/out with row strides (padding), weights and row coefficients.
+struct Problem {
+    aclDataType dtype = ACL_FLOAT;
+    int64_t n = 0, c = 0;
+    int64_t in_stride = 0, out_stride = 0;  // row strides in elements
+    int64_t in_offset = 0, out_offset = 0;  // element offsets of the views (misalignment)
+    std::vector<uint8_t> in, out;
+    std::vector<float> weight;
+    std::vector<GradRowCoefficients> rows;
+    bool in_place = false;
+
+    GradKernelArgs Args() {
+        GradKernelArgs args{};
+        args.n = n;
+        args.c = c;
+        args.dtype = dtype;
+        const size_t es = ElementSize(dtype);
+        args.log_prob = in.data() + in_offset * es;
+        args.log_prob_row_stride = in_stride;
+        args.log_prob_col_stride = 1;
+        args.out = in_place ? in.data() + in_offset * es : out.data() + out_offset * es;
+        args.out_row_stride = in_place ? in_stride : out_stride;
+        args.out_col_stride = 1;
+        args.weight = weight.empty() ? nullptr : weight.data();
+        args.weight_stride = 1;
+        args.rows = rows.data();
+        return args;
+    }
+};
+
+enum Variant { kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed };
+
+// Realistic inputs: log-softmax rows of random logits (spread `spread`), coefficients as the prologue makes them.
+Problem MakeProblem(aclDataType dtype, int64_t n, int64_t c, Variant variant, uint32_t seed, int64_t pad = 0,
+                    int64_t offset = 0, double spread = 4.0) {
+    Problem p;
+    p.dtype = dtype;
+    p.n = n;
+    p.c = c;
+    p.in_stride = c + pad;
+    p.out_stride = c + pad + 3 * (pad > 0);
+    p.in_offset = offset;
+    p.out_offset = offset ? offset + 1 : 0;
+    const size_t es = ElementSize(dtype);
+    p.in.assign((p.in_offset + n * p.in_stride + 8) * es, 0);
+    p.out.assign((p.out_offset + n * p.out_stride + 8) * es, 0);
+    std::mt19937 rng(seed);
+    std::normal_distribution<double> logit(0.0, spread);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<double> z(c);
+    for (int64_t i = 0; i < n; ++i) {
+        double mx = -INFINITY;
+        for (auto &v : z) mx = std::max(mx, v = logit(rng));
+        // One dominant class in some rows: probabilities near 1 (logProb near 0).
+        if (i % 5 == 1) z[rng() % c] = mx += 20.0;
+        double s = 0;
+        for (double v : z) s += std::exp(v - mx);
+        const double lse = mx + std::log(s);
+        for (int64_t j = 0; j < c; ++j) StoreFromDouble(dtype, p.in.data() + p.in_offset * es, i * p.in_stride + j,
+                                                        z[j] - lse);
+    }
+    const bool weighted = variant == kWeighted || variant == kSmoothedWeighted;
+    double weight_sum = c;
+    if (weighted) {
+        p.weight.resize(c);
+        weight_sum = 0;
+        for (auto &w : p.weight) weight_sum += w = static_cast<float>(0.25 + 2.0 * unit(rng));
+    }
+    const double smoothing = (variant == kSmoothedWeighted || variant == kSmoothed) ? 0.1 : 0.0;
+    p.rows.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+        GradRowCoefficients &row = p.rows[i];
+        row = {};
+        row.col = static_cast<int64_t>(rng() % c);
+        const double scale = std::exp(-8.0 * unit(rng));  // gradLoss / denominator
+        const double wt = weighted ? p.weight[row.col] : 1.0;
+        const double nll = scale * (1.0 - smoothing) * wt;
+        const double smooth = scale * smoothing / c;
+        const double zl = variant == kZloss ? 2.0 * 1e-4 * (3.0 + unit(rng)) * scale : 0.0;
+        row.a = nll + smooth * weight_sum + zl;
+        row.b = smooth;
+        row.g = nll;
+        row.kind = kRowCompute;
+        if (i % 7 == 3) row = GradRowCoefficients{0, 0, 0, -1, kRowZero, 0};  // ignored row
+    }
+    return p;
+}
+
+struct Stats {
+    int64_t total = 0, exact = 0, max_ulp = 0, bad = 0;
+    std::string first_bad;
+};
+
+// Compares the kernel output with the reference output element by element.
+Stats Compare(const Problem &p, const void *got_base, int64_t got_stride, const void *ref_base, int64_t ref_stride) {
+    Stats s;
+    const size_t es = ElementSize(p.dtype);
+    const void *in_base = p.in.data() + p.in_offset * es;
+    (void)in_base;
+    for (int64_t i = 0; i < p.n; ++i) {
+        const GradRowCoefficients &row = p.rows[i];
+        for (int64_t j = 0; j < p.c; ++j) {
+            const uint32_t got = Bits(p.dtype, got_base, i * got_stride + j);
+            const uint32_t ref = Bits(p.dtype, ref_base, i * ref_stride + j);
+            ++s.total;
+            bool ok;
+            int64_t ulp = 0;
+            if (IsNanBits(p.dtype, ref) || IsNanBits(p.dtype, got)) {
+                ok = IsNanBits(p.dtype, ref) && IsNanBits(p.dtype, got);
+                if (ok) ++s.exact;
+            } else if (got == ref) {
+                ok = true;
+                ++s.exact;
+            } else {
+                ulp = std::llabs(Ordered(p.dtype, got) - Ordered(p.dtype, ref));
+                s.max_ulp = std::max(s.max_ulp, ulp);
+                if (row.kind == kRowZero || j == row.col) {
+                    ok = false;  // exact by construction
+                } else if (p.dtype == ACL_FLOAT) {
+                    const double gv = ToDouble(p.dtype, got_base, i * got_stride + j);
+                    const double rv = ToDouble(p.dtype, ref_base, i * ref_stride + j);
+                    // Size of the row's terms at this element, from the reference value and the bias term.
+                    const double w = p.weight.empty() ? 1.0 : p.weight[j];
+                    const double terms = std::fabs(rv) + 2.0 * std::fabs(row.b * w);
+                    ok = std::fabs(gv - rv) <= 4.0 * std::ldexp(terms, -24) + 0x1p-149;
+                } else {
+                    ok = ulp <= 1;
+                }
+            }
+            if (!ok && s.bad++ == 0) {
+                char buf[256];
+                std::snprintf(buf, sizeof buf, "row %lld col %lld: got 0x%x (%.9g) want 0x%x (%.9g), a=%g b=%g col=%lld",
+                              static_cast<long long>(i), static_cast<long long>(j), got,
+                              ToDouble(p.dtype, got_base, i * got_stride + j), ref,
+                              ToDouble(p.dtype, ref_base, i * ref_stride + j), row.a, row.b,
+                              static_cast<long long>(row.col));
+                s.first_bad = buf;
+            }
+        }
+    }
+    return s;
+}
+
+void Poison(std::vector<uint8_t> &buffer) {
+    for (size_t k = 0; k + 8 <= buffer.size(); k += 8) std::memcpy(&buffer[k], &kPoison, 8);
+}
+
+// Reference output for p (out-of-place, contiguous rows of c).
+std::vector<uint8_t> ReferenceOutput(Problem p) {
+    p.in_place = false;
+    p.out_stride = p.c;
+    p.out_offset = 0;
+    p.out.assign(p.n * p.c * ElementSize(p.dtype) + 8, 0);
+    Poison(p.out);
+    GradKernelArgs args = p.Args();
+    ReferenceGradKernel(args, GradTile{0, p.n, 0, p.c});
+    return p.out;
+}
+
+// Checks the per-element tolerances; the share of correctly rounded 16-bit elements is checked over a whole test
+// (ExpectCorrectlyRounded), since a small problem may hold one misrounded element in a hundred by chance.
+Stats ExpectMatches(const Problem &p, const void *got, int64_t got_stride, const std::vector<uint8_t> &ref,
+                    const std::string &what) {
+    const Stats s = Compare(p, got, got_stride, ref.data(), p.c);
+    EXPECT_EQ(s.bad, 0) << what << ": " << s.bad << " of " << s.total << " elements out of tolerance; first: "
+                        << s.first_bad;
+    return s;
+}
+
+void Accumulate(Stats &sum, const Stats &s) {
+    sum.total += s.total;
+    sum.exact += s.exact;
+    sum.max_ulp = std::max(sum.max_ulp, s.max_ulp);
+    sum.bad += s.bad;
+}
+
+void ExpectCorrectlyRounded(const Stats &s, aclDataType dtype, const std::string &what) {
+    std::printf("[ stats    ] %s %s: %.4f%% of %lld elements bitwise equal to the reference, max %lld ulp\n",
+                what.c_str(), DtypeName(dtype), 100.0 * s.exact / std::max<int64_t>(1, s.total),
+                static_cast<long long>(s.total), static_cast<long long>(s.max_ulp));
+    if (dtype != ACL_FLOAT) {
+        EXPECT_GE(static_cast<double>(s.exact), 0.995 * s.total) << what << " " << DtypeName(dtype);
+    }
+}
+
+class GradKernelTest : public ::testing::TestWithParam<const GradKernelInfo *> {};
+
+std::string KernelName(const ::testing::TestParamInfo<const GradKernelInfo *> &info) {
+    std::string name = info.param->name;
+    for (char &ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    }
+    return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKernels, GradKernelTest, ::testing::ValuesIn(GradKernels()), KernelName);
+
+const aclDataType kDtypes[] = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16};
+
+Stats RunAndCheck(const GradKernelInfo &kernel, Problem &p, const std::string &what, int64_t col_split = 0) {
+    const std::vector<uint8_t> ref = ReferenceOutput(p);
+    Poison(p.out);
+    GradKernelArgs args = p.Args();
+    EXPECT_TRUE(kernel.supports(args)) << kernel.name;
+    if (col_split > 0 && col_split < p.c) {
+        kernel.run(args, GradTile{0, p.n, 0, col_split});
+        kernel.run(args, GradTile{0, p.n, col_split, p.c});
+    } else {
+        kernel.run(args, GradTile{0, p.n, 0, p.c});
+    }
+    return ExpectMatches(p, args.out, args.out_row_stride, ref, what);
+}
+
+TEST_P(GradKernelTest, TailsAndVariants) {
+    const GradKernelInfo &kernel = *GetParam();
+    uint32_t seed = 1000;
+    for (aclDataType dtype : kDtypes) {
+        Stats sum;
+        for (int64_t c = 1; c <= 70; ++c) {
+            for (Variant v : {kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed}) {
+                Problem p = MakeProblem(dtype, 9, c, v, ++seed, /*pad=*/c % 3, /*offset=*/c % 5);
+                Accumulate(sum, RunAndCheck(kernel, p,
+                                            std::string(kernel.name) + " " + DtypeName(dtype) + " C=" +
+                                                std::to_string(c) + " variant=" + std::to_string(v) +
+                                                " seed=" + std::to_string(seed)));
+            }
+        }
+        ExpectCorrectlyRounded(sum, dtype, std::string(kernel.name) + " tails");
+    }
+}
+
+TEST_P(GradKernelTest, LongRowsAndColumnTiles) {
+    const GradKernelInfo &kernel = *GetParam();
+    uint32_t seed = 2000;
+    for (aclDataType dtype : kDtypes) {
+        Stats sum;
+        for (int64_t c : {4093, 32000, 131073}) {
+            for (Variant v : {kPlain, kSmoothedWeighted, kZloss}) {
+                Problem p = MakeProblem(dtype, 6, c, v, ++seed, c % 2, 1);
+                Accumulate(sum, RunAndCheck(kernel, p,
+                                            std::string(kernel.name) + " " + DtypeName(dtype) + " C=" +
+                                                std::to_string(c) + " seed=" + std::to_string(seed),
+                                            /*col_split=*/c / 3 + 1));
+            }
+        }
+        ExpectCorrectlyRounded(sum, dtype, std::string(kernel.name) + " long rows");
+    }
+}
+
+// Outputs of 16 MiB and more take the streaming-store path (aligned and misaligned rows).
+TEST_P(GradKernelTest, StreamingStores) {
+    const GradKernelInfo &kernel = *GetParam();
+    if (kernel.isa == kGradIsaReference) GTEST_SKIP();
+    uint32_t seed = 3000;
+    for (aclDataType dtype : kDtypes) {
+        for (int64_t c : {131073, 131072}) {
+            const int64_t n = dtype == ACL_FLOAT ? 33 : 65;
+            Problem p = MakeProblem(dtype, n, c, kSmoothedWeighted, ++seed, 0, c % 2);
+            ExpectCorrectlyRounded(RunAndCheck(kernel, p, std::string(kernel.name) + " streaming " +
+                                                              DtypeName(dtype) + " C=" + std::to_string(c) +
+                                                              " seed=" + std::to_string(seed)),
+                                   dtype, std::string(kernel.name) + " streaming");
+        }
+    }
+}
+
+// Every 16-bit input value, with a few coefficient sets: the exhaustive accuracy check of the 16-bit exps.
+TEST_P(GradKernelTest, Every16BitInput) {
+    const GradKernelInfo &kernel = *GetParam();
+    for (aclDataType dtype : {ACL_FLOAT16, ACL_BF16}) {
+        Problem p;
+        p.dtype = dtype;
+        p.n = 6;
+        p.c = 65536;
+        p.in_stride = p.out_stride = p.c;
+        p.in.resize(p.n * p.c * 2);
+        p.out.resize(p.n * p.c * 2);
+        for (int64_t i = 0; i < p.n; ++i) {
+            for (int64_t j = 0; j < p.c; ++j) reinterpret_cast<uint16_t *>(p.in.data())[i * p.c + j] = j;
+        }
+        const double as[] = {1.0, 0.37, 1.0 / 4096, 3e-7, 1.0, 0.61};
+        const double bs[] = {0.0, 0.0, 0.0, 0.0, 1e-5, 0.61 * 0.1 / 65536};
+        for (int64_t i = 0; i < p.n; ++i) p.rows.push_back({as[i], bs[i], 0.0, -1, kRowCompute, 0});
+        const std::vector<uint8_t> ref = ReferenceOutput(p);
+        Poison(p.out);
+        GradKernelArgs args = p.Args();
+        kernel.run(args, GradTile{0, p.n, 0, p.c});
+        const Stats s = ExpectMatches(p, args.out, p.c, ref, std::string(kernel.name) + " every input");
+        ExpectCorrectlyRounded(s, dtype, std::string(kernel.name) + " every 16-bit input");
+    }
+}
+
+// exp accuracy in fp32 over a dense sample of [-104, 89]: a = 1, b = 0, so out = exp(x) rounded once by the
+// reference. Reports the max ulp error (the claim in grad_hwy-inl.h).
+TEST_P(GradKernelTest, Fp32ExpUlp) {
+    const GradKernelInfo &kernel = *GetParam();
+    Problem p;
+    p.dtype = ACL_FLOAT;
+    const int64_t count = 1 << 22;
+    p.n = 1;
+    p.c = count;
+    p.in_stride = p.out_stride = count;
+    p.in.resize(count * 4);
+    p.out.resize(count * 4);
+    float *x = reinterpret_cast<float *>(p.in.data());
+    for (int64_t j = 0; j < count; ++j) x[j] = static_cast<float>(-104.0 + 193.0 * (j + 0.5) / count);
+    x[0] = -INFINITY;
+    x[1] = 0.0f;
+    x[2] = -0.0f;
+    x[3] = NAN;
+    x[4] = INFINITY;
+    p.rows.push_back({1.0, 0.0, 0.0, -1, kRowCompute, 0});
+    const std::vector<uint8_t> ref = ReferenceOutput(p);
+    Poison(p.out);
+    GradKernelArgs args = p.Args();
+    kernel.run(args, GradTile{0, 1, 0, count});
+    int64_t max_ulp = 0;
+    const float *got = reinterpret_cast<const float *>(p.out.data());
+    const float *want = reinterpret_cast<const float *>(ref.data());
+    for (int64_t j = 0; j < count; ++j) {
+        if (std::isnan(want[j])) {
+            EXPECT_TRUE(std::isnan(got[j])) << j;
+            continue;
+        }
+        max_ulp = std::max<int64_t>(max_ulp, std::llabs(Ordered(ACL_FLOAT, FloatBits(got[j])) -
+                                                        Ordered(ACL_FLOAT, FloatBits(want[j]))));
+    }
+    std::printf("[ stats    ] %s fp32 exp max error %lld ulp\n", kernel.name, static_cast<long long>(max_ulp));
+    EXPECT_LE(max_ulp, kernel.isa == kGradIsaReference ? 0 : 2);
+    EXPECT_EQ(got[0], 0.0f);
+    EXPECT_EQ(got[1], 1.0f);
+    EXPECT_EQ(got[2], 1.0f);
+    EXPECT_EQ(got[4], INFINITY);
+}
+
+// Rows whose coefficients are NaN (target out of range) are NaN everywhere; kRowZero rows are +0 everywhere.
+TEST_P(GradKernelTest, NanAndZeroRows) {
+    const GradKernelInfo &kernel = *GetParam();
+    for (aclDataType dtype : kDtypes) {
+        Problem p = MakeProblem(dtype, 8, 37, kSmoothedWeighted, 77);
+        p.rows[2] = {NAN, NAN, 0.0, -1, kRowCompute, 0};
+        p.rows[5] = {0, 0, 0, -1, kRowZero, 0};
+        RunAndCheck(kernel, p, std::string(kernel.name) + " nan/zero rows " + DtypeName(dtype));
+        for (int64_t j = 0; j < p.c; ++j) {
+            EXPECT_TRUE(IsNanBits(dtype, Bits(dtype, p.out.data(), 2 * p.out_stride + j)));
+            EXPECT_EQ(Bits(dtype, p.out.data(), 5 * p.out_stride + j), 0u);
+        }
+    }
+}
+
+// out == logProb: the same bits as out of place.
+TEST_P(GradKernelTest, InPlace) {
+    const GradKernelInfo &kernel = *GetParam();
+    for (aclDataType dtype : kDtypes) {
+        for (int64_t c : {5, 67, 4099}) {
+            Problem p = MakeProblem(dtype, 11, c, kSmoothedWeighted, 500 + c, 2, 3);
+            const std::vector<uint8_t> ref = ReferenceOutput(p);
+            Poison(p.out);
+            GradKernelArgs args = p.Args();
+            kernel.run(args, GradTile{0, p.n, 0, p.c});
+            const std::vector<uint8_t> out_of_place = p.out;
+            const int64_t stride = p.out_stride;
+            p.in_place = true;
+            args = p.Args();
+            kernel.run(args, GradTile{0, p.n, 0, p.c});
+            const size_t es = ElementSize(dtype);
+            for (int64_t i = 0; i < p.n; ++i) {
+                ASSERT_EQ(0, std::memcmp(p.in.data() + (p.in_offset + i * p.in_stride) * es,
+                                         out_of_place.data() + (p.out_offset + i * stride) * es, c * es))
+                    << kernel.name << " " << DtypeName(dtype) << " C=" << c << " row " << i;
+            }
+        }
+    }
+}
+
+// Bitwise the same whatever the partition into tiles (the plan's threads) and whatever the ISA.
+TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
+    for (aclDataType dtype : kDtypes) {
+        for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 152064}, {3, 70001}, {300, 1000}, {4096, 10}}) {
+            Problem p = MakeProblem(dtype, n, c, kSmoothedWeighted, 9000 + n);
+            std::vector<uint8_t> first;
+            std::string first_name;
+            for (const GradKernelInfo *kernel : GradKernels()) {
+                if (kernel->isa == kGradIsaReference) continue;
+                for (int threads : {1, 2, 3, 5, 8}) {
+                    Poison(p.out);
+                    GradKernelArgs args = p.Args();
+                    GradPlan plan = MakeGradPlan(args, threads);
+                    plan.kernel = kernel;
+                    RunGradPlan(plan, args);
+                    // Also an uneven hand-made split: rows and columns at odd places.
+                    if (threads == 8) {
+                        Poison(p.out);
+                        kernel->run(args, GradTile{0, n / 2, 0, c / 3});
+                        kernel->run(args, GradTile{0, n / 2, c / 3, c});
+                        kernel->run(args, GradTile{n / 2, n, 0, c});
+                    }
+                    if (first.empty()) {
+                        first = p.out;
+                        first_name = kernel->name;
+                        continue;
+                    }
+                    ASSERT_EQ(first.size(), p.out.size());
+                    ASSERT_EQ(0, std::memcmp(first.data(), p.out.data(), first.size()))
+                        << kernel->name << " with " << threads << " threads differs from " << first_name << " ("
+                        << DtypeName(dtype) << " " << n << "x" << c << ")";
+                }
+            }
+        }
+    }
+}
+
+// Column strides other than 1 fall back to the reference kernel; the registry honours the ISA cap.
+TEST(GradKernelRegistry, SelectionAndCap) {
+    Problem p = MakeProblem(ACL_FLOAT, 4, 16, kPlain, 5);
+    GradKernelArgs args = p.Args();
+    EXPECT_EQ(&SelectGradKernel(args, kGradIsaBest), GradKernels().front());
+    EXPECT_STREQ(SelectGradKernel(args, kGradIsaReference).name, "reference");
+    EXPECT_EQ(SelectGradKernel(args, kGradIsaScalar).isa, kGradIsaScalar);
+    args.log_prob_col_stride = 2;
+    EXPECT_STREQ(SelectGradKernel(args, kGradIsaBest).name, "reference");
+    EXPECT_STREQ(GradKernels().back()->name, "reference");
+    ASSERT_EQ(setenv("OPENACLNN_MAX_ISA", "sse4", 1), 0);
+    EXPECT_EQ(GradIsaCapFromEnv(), kGradIsaSse4);
+    ASSERT_EQ(setenv("OPENACLNN_MAX_ISA", "reference", 1), 0);
+    EXPECT_STREQ(SelectGradKernel(p.Args()).name, "reference");
+    unsetenv("OPENACLNN_MAX_ISA");
+}
+
+}  // namespace
+}  // namespace openaclnn::cross_entropy
