@@ -1,0 +1,252 @@
+// aclnnCrossEntropyLossGrad against the float64 reference over randomised configurations: dtypes x reductions x
+// weight x ignore x label smoothing x z-loss x target dtype x views (strided, transposed, in place, broadcast) x
+// shapes (C = 1, every C up to 70 around the vector widths, C = 131073, many rows). Every failure prints its config
+// and seed; rerun one with the same seed to reproduce.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "acl_helpers.h"
+#include "grad_cases.h"
+#include "random_inputs.h"
+
+namespace openaclnn::test {
+namespace {
+
+double LabelSmoothingOfKind(int kind, uint64_t seed) {
+    if (kind == 0) return 0.0;
+    if (kind == 2) return 1.0;
+    return Rng(seed * 31 + 7).Uniform(0.01, 0.99);
+}
+
+CaseConfig RandomConfig(uint64_t seed, aclDataType dtype, int64_t n, int64_t c) {
+    Rng rng(seed * 7919 + 3);
+    CaseConfig cfg;
+    cfg.seed = seed;
+    cfg.n = n;
+    cfg.c = c;
+    cfg.dtype = dtype;
+    cfg.target_dtype = rng.Chance(0.5) ? ACL_INT32 : ACL_INT64;
+    cfg.reduction = static_cast<int>(rng.Int(0, 3));
+    cfg.weight = rng.Chance(0.5);
+    const double u = rng.Uniform(0.0, 1.0);
+    cfg.ignore = u < 0.4 ? IgnoreKind::kNoneHit : (u < 0.9 ? IgnoreKind::kSomeHit : IgnoreKind::kAllHit);
+    cfg.zloss = static_cast<ZlossKind>(rng.Int(0, 2));
+    cfg.lse_when_off = static_cast<int>(rng.Int(0, 2));
+    cfg.scalar_as_1d = rng.Chance(0.3);
+    cfg.view = static_cast<ViewKind>(rng.Int(0, kViewKinds - 1));
+    DrawAttributes(&cfg);
+    cfg.label_smoothing = LabelSmoothingOfKind(static_cast<int>(rng.Int(0, 2)), seed);
+    return cfg;
+}
+
+class GradRandomTest : public ::testing::TestWithParam<aclDataType> {
+protected:
+    // Runs cfg; after `limit` failing configs the test stops (the first ones say enough).
+    bool Run(const CaseConfig &cfg) {
+        if (!RunAndCheckCase(cfg, TestStream())) ++failed_configs_;
+        return failed_configs_ < 4;
+    }
+    uint64_t SeedBase() const { return static_cast<uint64_t>(GetParam()) * 1000003ull; }
+    int failed_configs_ = 0;
+};
+
+// Every combination of the options on small shapes: reduction(4) x weight(2) x ignore(3) x smoothing(3) x
+// z-loss(3) x target dtype(2) x view(6).
+TEST_P(GradRandomTest, EveryOptionCombination) {
+    uint64_t k = 0;
+    for (int reduction = 0; reduction < 4; ++reduction) {
+        for (bool weight : {false, true}) {
+            for (int ignore = 0; ignore < 3; ++ignore) {
+                for (int ls = 0; ls < 3; ++ls) {
+                    for (int z = 0; z < 3; ++z) {
+                        for (aclDataType target : {ACL_INT32, ACL_INT64}) {
+                            for (int view = 0; view < kViewKinds; ++view, ++k) {
+                                CaseConfig cfg;
+                                cfg.seed = SeedBase() + k;
+                                cfg.n = 1 + static_cast<int64_t>(k % 7);
+                                cfg.c = 13 + static_cast<int64_t>(k % 5);
+                                cfg.dtype = GetParam();
+                                cfg.target_dtype = target;
+                                cfg.reduction = reduction;
+                                cfg.weight = weight;
+                                cfg.ignore = static_cast<IgnoreKind>(ignore);
+                                cfg.zloss = static_cast<ZlossKind>(z);
+                                cfg.lse_when_off = static_cast<int>(k % 3);
+                                cfg.scalar_as_1d = (k / 3) % 2 == 1;
+                                cfg.view = static_cast<ViewKind>(view);
+                                DrawAttributes(&cfg);
+                                cfg.label_smoothing = LabelSmoothingOfKind(ls, cfg.seed);
+                                if (!Run(cfg)) return;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// C = 1 .. 70: every tail around SIMD widths of 4, 8, 16 and 32 lanes, with random options.
+TEST_P(GradRandomTest, EveryClassCountUpTo70) {
+    for (int64_t c = 1; c <= 70; ++c) {
+        for (uint64_t rep = 0; rep < 5; ++rep) {
+            const uint64_t seed = SeedBase() + 100000 + static_cast<uint64_t>(c) * 10 + rep;
+            const int64_t n = Rng(seed).Int(1, 12);
+            if (!Run(RandomConfig(seed, GetParam(), n, c))) return;
+        }
+    }
+}
+
+// C = 131073 (2^17 + 1) with few rows, and large C around other powers of two.
+TEST_P(GradRandomTest, LargeClassCounts) {
+    const int64_t sizes[] = {131073, 131073, 131073, 131073, 131072, 65537, 4099};
+    uint64_t k = 0;
+    for (int64_t c : sizes) {
+        for (int64_t n = 1; n <= 3; ++n, ++k) {
+            if (!Run(RandomConfig(SeedBase() + 200000 + k, GetParam(), n, c))) return;
+        }
+    }
+}
+
+// Many rows, so that the work is split over threads, rows straddle chunk boundaries and the mean denominator sums
+// many terms.
+TEST_P(GradRandomTest, ManyRows) {
+    const int64_t shapes[][2] = {{257, 3}, {1000, 17}, {513, 64}, {4097, 5}, {129, 1}, {2000, 33}};
+    uint64_t k = 0;
+    for (const auto &s : shapes) {
+        for (int rep = 0; rep < 3; ++rep, ++k) {
+            if (!Run(RandomConfig(SeedBase() + 300000 + k, GetParam(), s[0], s[1]))) return;
+        }
+    }
+}
+
+// Targets outside [0, C) that are not ignoreIndex: that row is NaN, the others are exact with the row left out of
+// the mean denominators, and the next synchronisation returns 507035 naming the row and the value.
+TEST_P(GradRandomTest, OutOfRangeTargets) {
+    struct Bad {
+        int64_t n, c, row, value;
+        aclDataType target;
+    };
+    const Bad cases[] = {{40, 9, 37, 1234567, ACL_INT64}, {6, 5, 3, -7, ACL_INT32},   {12, 70, 11, 70, ACL_INT32},
+                         {3, 1, 0, 1, ACL_INT64},         {5, 8, 2, int64_t{1} << 40, ACL_INT64},
+                         {9, 131073, 4, 131073, ACL_INT64}};
+    uint64_t k = 0;
+    for (const Bad &b : cases) {
+        for (int reduction = 0; reduction < 3; ++reduction, ++k) {
+            CaseConfig cfg = RandomConfig(SeedBase() + 400000 + k, GetParam(), b.n, b.c);
+            cfg.target_dtype = b.target;
+            cfg.reduction = reduction;
+            cfg.ignore_index = -100;
+            cfg.ignore = IgnoreKind::kSomeHit;
+            cfg.bad_targets = {b.row, b.value};
+            if (!Run(cfg)) return;
+        }
+    }
+}
+
+// All rows ignored with mean: every element +-0, z-loss or not.
+TEST_P(GradRandomTest, AllIgnoredMeanIsZero) {
+    for (uint64_t k = 0; k < 12; ++k) {
+        CaseConfig cfg = RandomConfig(SeedBase() + 500000 + k, GetParam(), 1 + static_cast<int64_t>(k), 9);
+        cfg.reduction = k % 2 ? 1 : 3;
+        cfg.ignore = IgnoreKind::kAllHit;
+        if (!Run(cfg)) return;
+    }
+}
+
+// Mean whose total weight is 0 although rows are not ignored: the cross-entropy part is zero, the z-loss part
+// (mean over the unmasked rows) remains; without z-loss everything is zero.
+TEST_P(GradRandomTest, MeanWithZeroTotalWeight) {
+    for (uint64_t k = 0; k < 12; ++k) {
+        CaseConfig cfg = RandomConfig(SeedBase() + 600000 + k, GetParam(), 2 + static_cast<int64_t>(k), 11);
+        cfg.reduction = 1;
+        cfg.weight = true;
+        cfg.zero_weight_targets = true;
+        cfg.zloss = k % 2 ? ZlossKind::kOff : ZlossKind::kWithGradZloss;
+        DrawAttributes(&cfg);
+        if (!Run(cfg)) return;
+    }
+}
+
+std::string DtypeParamName(const ::testing::TestParamInfo<aclDataType> &info) {
+    return info.param == ACL_FLOAT ? "FLOAT" : (info.param == ACL_FLOAT16 ? "FLOAT16" : "BF16");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GradRandomTest, ::testing::Values(ACL_FLOAT, ACL_FLOAT16, ACL_BF16),
+                         DtypeParamName);
+
+// ---- determinism: bitwise identical output for OPENACLNN_NUM_THREADS = 1, 2, 3 and for any OPENACLNN_MAX_ISA ----
+
+std::vector<CaseConfig> DeterminismConfigs() {
+    std::vector<CaseConfig> configs;
+    const int64_t shapes[][2] = {{67, 1031}, {5, 131073}, {3001, 7}, {300, 50}};
+    uint64_t k = 0;
+    for (aclDataType dt : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
+        for (const auto &s : shapes) {
+            CaseConfig cfg = RandomConfig(900000 + k++, dt, s[0], s[1]);
+            cfg.reduction = static_cast<int>(k % 3);
+            cfg.weight = true;
+            cfg.label_smoothing = 0.1;
+            cfg.zloss = ZlossKind::kWithGradZloss;
+            DrawAttributes(&cfg);
+            configs.push_back(cfg);
+        }
+    }
+    return configs;
+}
+
+// Child process: runs the configs (fully checked) and prints one hash per config.
+int DeterminismProbe(const std::vector<std::string> &) {
+    if (aclInit(nullptr) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS) return 3;
+    aclrtStream stream = nullptr;
+    if (aclrtCreateStream(&stream) != ACL_SUCCESS) return 3;
+    int status = 0;
+    for (const CaseConfig &cfg : DeterminismConfigs()) {
+        uint64_t hash = 0;
+        const std::vector<std::string> failures = RunCase(cfg, stream, &hash);
+        for (const std::string &f : failures) std::fprintf(stderr, "%s: %s\n", cfg.Describe().c_str(), f.c_str());
+        if (!failures.empty()) status = 1;
+        std::printf("%016llx\n", static_cast<unsigned long long>(hash));
+    }
+    aclrtDestroyStream(stream);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return status;
+}
+const ProbeRegistrar kDeterminismProbe("determinism", DeterminismProbe);
+
+TEST(GradDeterminism, BitwiseIdenticalAcrossThreadCountsAndIsas) {
+    std::string baseline;
+    ASSERT_EQ(RunProbe("determinism", {}, {"OPENACLNN_NUM_THREADS=1"}, &baseline), 0) << baseline;
+    ASSERT_EQ(std::count(baseline.begin(), baseline.end(), '\n'), static_cast<long>(DeterminismConfigs().size()));
+    const std::vector<std::vector<std::string>> environments = {
+        {"OPENACLNN_NUM_THREADS=2"},
+        {"OPENACLNN_NUM_THREADS=3"},
+        {"OPENACLNN_NUM_THREADS=3", "OPENACLNN_MAX_ISA=scalar"},
+        {"OPENACLNN_NUM_THREADS=2", "OPENACLNN_MAX_ISA=avx2"},
+    };
+    for (const auto &env : environments) {
+        std::string hashes;
+        EXPECT_EQ(RunProbe("determinism", {}, env, &hashes), 0) << env.back();
+        EXPECT_EQ(hashes, baseline) << "output differs from OPENACLNN_NUM_THREADS=1 under " << env.front() << " "
+                                    << env.back();
+    }
+    // And in this process, with the default thread count.
+    std::ostringstream here;
+    for (const CaseConfig &cfg : DeterminismConfigs()) {
+        uint64_t hash = 0;
+        RunAndCheckCase(cfg, TestStream(), &hash);
+        char line[32];
+        std::snprintf(line, sizeof line, "%016llx\n", static_cast<unsigned long long>(hash));
+        here << line;
+    }
+    EXPECT_EQ(here.str(), baseline);
+}
+
+}  // namespace
+}  // namespace openaclnn::test
