@@ -188,6 +188,7 @@ Descr ParseDescr(const std::string &descr, const std::string &label) {
         BadInput(label + ": unsupported dtype '" + descr + "' (" + why +
                  "); expected a plain number type such as '<f4', '<f2', '<i8', '<i4' or '<u2'");
     };
+    if (descr.size() >= 2 && descr[1] == 'O') refuse("Python objects");
     if (descr.size() < 3) refuse("not a numeric type");
     const char order = descr[0];
     const char code = descr[1];
