@@ -476,6 +476,29 @@ TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
     }
 }
 
+// The plan's ranges cover every element exactly once, balanced to one element, for any N, C and thread count.
+TEST(GradPlanTest, TilesCoverOutputOnce) {
+    for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 152064}, {3, 7}, {7, 3}, {5, 1}, {1, 1}, {64, 1000}}) {
+        for (int threads : {1, 2, 3, 4, 7, 16}) {
+            GradPlan plan{GradKernels().back(), threads, 1, 1};
+            std::vector<int> hits(n * c, 0);
+            for (int k = 0; k < threads; ++k) {
+                GradTile tiles[3];
+                const int count = PlanTiles(plan, n, c, k, tiles);
+                int64_t elements = 0;
+                for (int t = 0; t < count; ++t) {
+                    for (int64_t i = tiles[t].row_begin; i < tiles[t].row_end; ++i) {
+                        for (int64_t j = tiles[t].col_begin; j < tiles[t].col_end; ++j) ++hits[i * c + j];
+                    }
+                    elements += (tiles[t].row_end - tiles[t].row_begin) * (tiles[t].col_end - tiles[t].col_begin);
+                }
+                EXPECT_LE(std::llabs(elements - n * c / threads), 1) << n << "x" << c << " k=" << k;
+            }
+            for (int h : hits) ASSERT_EQ(h, 1) << n << "x" << c << " threads " << threads;
+        }
+    }
+}
+
 // Column strides other than 1 fall back to the reference kernel; the registry honours the ISA cap.
 TEST(GradKernelRegistry, SelectionAndCap) {
     Problem p = MakeProblem(ACL_FLOAT, 4, 16, kPlain, 5);

@@ -9,19 +9,25 @@
 
 namespace openaclnn::cross_entropy {
 
+// The output, seen as one sequence of N * C elements in row-major order, is cut into `threads` equal contiguous
+// ranges, one per thread (OpenMP, static). A range covers up to three tiles: the end of one row, whole rows, the
+// start of another. With many rows this is the static row partition; with few long rows (N = 1, C = 152064) the
+// rows are split along their columns, and the threads stay balanced to one element whatever N and C are.
 struct GradPlan {
     const GradKernelInfo *kernel;
-    int threads;         // threads of the kernel pass; 1 runs it on the stream's own thread, no parallel region
-    int64_t row_blocks;  // threads == row_blocks * col_blocks
-    int64_t col_blocks;  // > 1 only when there are fewer rows than threads and long rows
+    int threads;  // threads of the kernel pass; 1 runs it on the stream's own thread, no parallel region
+    // For logs only, the shape of the partition: threads == row_blocks with whole rows (N >= threads), else N row
+    // blocks of col_blocks column ranges each (rows split along their columns).
+    int64_t row_blocks;
+    int64_t col_blocks;
 };
 
 // max_threads: OPENACLNN_NUM_THREADS or the CPUs available. The partition is static and deterministic; each
 // output element's value does not depend on it.
 GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads);
 
-// Tile k in [0, plan.threads).
-GradTile PlanTile(const GradPlan &plan, int64_t n, int64_t c, int k);
+// The tiles of thread k in [0, plan.threads): writes up to 3 into tiles and returns how many.
+int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[3]);
 
 // Runs the kernel over the whole output according to the plan.
 void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args);
