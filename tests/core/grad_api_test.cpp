@@ -317,7 +317,7 @@ TEST_F(GradApiTest, ViewsOutsideTheirStorage) {
         {1, past({kN, kC}, {kC, 1}, 0, kN * kC - 1), ACL_FLOAT, "logProb"},
         {1, past({kN, kC}, {kC, 1}, 1, kN * kC), ACL_FLOAT, "logProb"},
         {1, past({kN, kC}, {1, kN + 1}, 0, kN * kC), ACL_FLOAT, "logProb"},
-        {6, past({kN, kC}, {kC + 1, 1}, 0, kN * (kC + 1) - 1), ACL_FLOAT, "out"},
+        {6, past({kN, kC}, {kC + 1, 1}, 0, (kN - 1) * (kC + 1) + kC - 1), ACL_FLOAT, "out"},
         {2, past({kN}, {2}, 0, 2 * kN - 2), ACL_INT64, "target"},
         {3, past({kC}, {1}, 1, kC), ACL_FLOAT, "weight"},
         {5, past({kN}, {1}, 3, kN + 2), ACL_FLOAT, "lseForZloss"},
