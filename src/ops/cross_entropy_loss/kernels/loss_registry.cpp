@@ -40,11 +40,9 @@ const LossKernelInfo &SelectLossKernel(const LossKernelArgs &args) {
     const int count = AvailableLossKernels(kernels, 8);
     const int max_rank = MaxIsaRank();
     for (int k = 0; k < count; ++k) {
-        if (kernels[k]->isa_rank <= max_rank && kernels[k]->supports(args)) {
-            Log(1, "aclnnCrossEntropyLoss: kernel %s (N=%lld, C=%lld, %s)", kernels[k]->name,
-                static_cast<long long>(args.n), static_cast<long long>(args.c), DataTypeName(args.dtype));
-            return *kernels[k];
-        }
+        if (kernels[k]->isa_rank <= max_rank && kernels[k]->supports(args)) return *kernels[k];
+        Log(2, "aclnnCrossEntropyLoss: skipped kernel %s: %s", kernels[k]->name,
+            kernels[k]->isa_rank > max_rank ? "above OPENACLNN_MAX_ISA" : "layout not supported (column stride != 1)");
     }
     return kReferenceKernel;
 }
