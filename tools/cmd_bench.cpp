@@ -18,6 +18,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "acl_session.h"
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
@@ -466,6 +467,22 @@ int BenchCommand(int argc, char **argv) {
                                " failed (exit status " + std::to_string(child.exit_status) + ")");
         }
     }
+
+    // Shape first (in --shapes order), then dtype, threads and variant, so that a shape's rows sit together.
+    auto index_of = [](const auto &list, const auto &value) {
+        return static_cast<size_t>(std::find(list.begin(), list.end(), value) - list.begin());
+    };
+    std::vector<std::string> dtype_names;
+    for (ComputeType t : dtypes) dtype_names.push_back(ComputeTypeName(t));
+    std::stable_sort(results.begin(), results.end(), [&](const BenchResult &a, const BenchResult &b) {
+        size_t sa = 0, sb = 0;
+        for (size_t k = 0; k < shapes.size(); ++k) {
+            if (shapes[k].n == a.n && shapes[k].c == a.c) sa = k;
+            if (shapes[k].n == b.n && shapes[k].c == b.c) sb = k;
+        }
+        return std::make_tuple(sa, index_of(dtype_names, a.dtype), a.threads, index_of(variants, a.variant)) <
+               std::make_tuple(sb, index_of(dtype_names, b.dtype), b.threads, index_of(variants, b.variant));
+    });
 
     const std::string cpu = CpuModel();
     if (json) {
