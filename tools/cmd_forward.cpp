@@ -171,6 +171,15 @@ int ForwardCommand(int argc, char **argv) {
     if (status != ACLNN_SUCCESS) Failure(AclFailureText("aclnnCrossEntropyLoss", status));
     session.Synchronize("aclnnCrossEntropyLoss", kExitBadInput);
 
+    if (loss_shape.empty()) {
+        // A reduced loss is one number: show it too.
+        const std::vector<uint8_t> loss = loss_t.ToHost();
+        std::printf("loss %s\n", FormatDouble(LoadAsDouble(type, loss.data(), 0)).c_str());
+        if (return_zloss) {
+            const std::vector<uint8_t> zloss = zloss_t.ToHost();
+            std::printf("zloss %s\n", FormatDouble(LoadAsDouble(type, zloss.data(), 0)).c_str());
+        }
+    }
     AtomicOutputs outputs;
     const NpyType out_type = NpyTypeOf(type);
     const char *flag_or_prefix = options.Has("-o") ? "-o" : nullptr;
