@@ -31,6 +31,9 @@
 #ifndef OPENACLNN_BUILD_SANITIZE
 #define OPENACLNN_BUILD_SANITIZE ""
 #endif
+#ifndef OPENACLNN_BUILD_COMPILER
+#define OPENACLNN_BUILD_COMPILER __VERSION__
+#endif
 #ifndef OPENACLNN_BUILD_CXX_FLAGS
 #define OPENACLNN_BUILD_CXX_FLAGS ""
 #endif
@@ -185,7 +188,7 @@ int InfoCommand(int argc, char **argv) {
                                                           : "no (this library build does not have it)");
     std::printf("build (of this tool, configured with the library):\n");
     std::printf("  type          %s\n", OPENACLNN_BUILD_TYPE);
-    std::printf("  compiler      %s\n", __VERSION__);
+    std::printf("  compiler      %s\n", OPENACLNN_BUILD_COMPILER);
     std::printf("  flags         %s\n", std::string(OPENACLNN_BUILD_CXX_FLAGS).empty() ? "(defaults of the type)"
                                                                                     : OPENACLNN_BUILD_CXX_FLAGS);
     std::printf("  sanitizers    %s\n", std::string(OPENACLNN_BUILD_SANITIZE).empty() ? "none"
