@@ -444,6 +444,13 @@ TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
     for (aclDataType dtype : kDtypes) {
         for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 152064}, {3, 70001}, {300, 1000}, {4096, 10}}) {
             Problem p = MakeProblem(dtype, n, c, kSmoothedWeighted, 9000 + n);
+            // A few extreme inputs, so that some vectors take the general path of the exp and others the fast
+            // one, at different places for different vector widths.
+            const double extremes[] = {-200.0, -100.0, -90.0, -INFINITY, NAN, 0.0, 100.0};
+            for (int64_t k = 0; k < 64; ++k) {
+                const int64_t index = (k * 7919) % (n * c);
+                StoreFromDouble(dtype, p.in.data(), (index / c) * p.in_stride + index % c, extremes[k % 7]);
+            }
             std::vector<uint8_t> first;
             std::string first_name;
             for (const GradKernelInfo *kernel : GradKernels()) {

@@ -109,12 +109,17 @@ HWY_INLINE VF ExpPoly<4>(DF df, VF r) {
 }
 
 // exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
-// x is clamped to [-172, 176]: beyond that exp(x) * a is 0 or infinite for any a in [2^-76, 2^76]. NaN x gives NaN.
-template <int kDegree>
+// General path (kFast false): x is clamped to [-172, 176] (beyond that exp(x) * a is 0 or infinite for any a in
+// [2^-76, 2^76]), NaN x gives NaN, and 2^k is applied as two exact multiplications, right also where the result is
+// subnormal or overflows. Fast path (kFast true), for vectors whose every x lies in the row's FastRange: the
+// result is known to be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly
+// the bits of the general path; no clamp and no NaN check are needed. Which path a vector takes therefore never
+// changes a value.
+template <int kDegree, bool kFast>
 HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
     const DI di;
     const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
-    const VF xc = hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
+    const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
     const VF t = hn::Add(hn::Mul(xc, hn::Set(df, 1.44269504088896341f)), magic);
     const VF kf = hn::Sub(t, magic);                                    // k, exact, in [-248, 254]
     const VI k = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, magic));  // the same k as an integer
@@ -123,6 +128,7 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
     VF r = hn::Sub(xc, hn::Mul(kf, hn::Set(df, 0.693145751953125f)));
     r = hn::Sub(r, hn::Mul(kf, hn::Set(df, 1.42860676533018708e-6f)));
     VF m = hn::Mul(ExpPoly<kDegree>(df, r), a);
+    if constexpr (kFast) return hn::BitCast(df, hn::Add(hn::BitCast(di, m), hn::ShiftLeft<23>(k)));
     // 2^k = 2^k1 * 2^k2 with both halves normal floats; each multiplication is exact unless the result is
     // subnormal or infinite, where it rounds once, correctly.
     const VI k1 = hn::ShiftRight<1>(k);
@@ -185,13 +191,16 @@ HWY_INLINE V16 F32ToHalf(DF df, VF v) {
 #endif
 }
 
-// fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet), as FloatToBf16.
+// fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet), as FloatToBf16. kMayBeNaN false: the caller
+// knows no lane is NaN (the fast path), and the NaN case is skipped.
+template <bool kMayBeNaN = true>
 HWY_INLINE V16 F32ToBf16(DF /*df*/, VF v) {
     const D16 d16;
     const DU du;
     const DI di;
     const auto u = hn::BitCast(du, v);
     const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+    if constexpr (!kMayBeNaN) return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(rounded)));
     const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(u, hn::Set(du, 0x00400000u)), rounded);
     return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(bits)));
 }
@@ -204,7 +213,9 @@ struct Storage<ACL_FLOAT> {
     using T = float;
     static constexpr int kExpDegree = 6;
     static HWY_INLINE VF Load(DF df, const T *p) { return hn::LoadU(df, p); }
+    template <bool kMayBeNaN = true>
     static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(v, df, p); }
+    template <bool kMayBeNaN = true>
     static HWY_INLINE void Stream(DF df, VF v, T *p) { hn::Stream(v, df, p); }
 };
 
@@ -213,7 +224,9 @@ struct Storage<ACL_FLOAT16> {
     using T = uint16_t;
     static constexpr int kExpDegree = 5;
     static HWY_INLINE VF Load(DF df, const T *p) { return HalfToF32(df, hn::LoadU(D16(), p)); }
+    template <bool kMayBeNaN = true>
     static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(F32ToHalf(df, v), D16(), p); }
+    template <bool kMayBeNaN = true>
     static HWY_INLINE void Stream(DF df, VF v, T *p) { hn::Stream(F32ToHalf(df, v), D16(), p); }
 };
 
@@ -225,8 +238,10 @@ struct Storage<ACL_BF16> {
         const DU du;
         return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(D16(), p))));
     }
-    static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(F32ToBf16(df, v), D16(), p); }
-    static HWY_INLINE void Stream(DF df, VF v, T *p) { hn::Stream(F32ToBf16(df, v), D16(), p); }
+    template <bool kMayBeNaN = true>
+    static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(F32ToBf16<kMayBeNaN>(df, v), D16(), p); }
+    template <bool kMayBeNaN = true>
+    static HWY_INLINE void Stream(DF df, VF v, T *p) { hn::Stream(F32ToBf16<kMayBeNaN>(df, v), D16(), p); }
 };
 
 // ---- one row segment -------------------------------------------------------------------------------------------
@@ -243,9 +258,9 @@ HWY_INLINE VF BiasTerm(DF df, VF b, const float *w) {
     return b;
 }
 
-template <aclDataType kType, BiasKind kBias>
+template <aclDataType kType, BiasKind kBias, bool kFast>
 HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
-    const VF m = ScaledExp<Storage<kType>::kExpDegree>(df, x, a);
+    const VF m = ScaledExp<Storage<kType>::kExpDegree, kFast>(df, x, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
@@ -296,10 +311,11 @@ HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, co
 }
 
 // Computes and stores one vector (count = lanes, or fewer into a buffer by the caller).
-template <aclDataType kType, BiasKind kBias, bool kStream>
+// kFast: x is in the row's fast range, and a, b and the weights are finite, so no lane is NaN.
+template <aclDataType kType, BiasKind kBias, bool kStream, bool kFast>
 HWY_INLINE void StoreVector(DF df, VF x, VF a, VF b, const float *w, const GradRowCoefficients &row,
                             typename Storage<kType>::T *out) {
-    const VF value = RowValue<kType, kBias>(df, x, a, b, w);
+    const VF value = RowValue<kType, kBias, kFast>(df, x, a, b, w);
     if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
         const auto cancelled = Cancelled<kType, kBias>(df, value, b, w);
         if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
@@ -308,9 +324,9 @@ HWY_INLINE void StoreVector(DF df, VF x, VF a, VF b, const float *w, const GradR
         }
     }
     if constexpr (kStream) {
-        Storage<kType>::Stream(df, value, out);
+        Storage<kType>::template Stream<!kFast>(df, value, out);
     } else {
-        Storage<kType>::Store(df, value, out);
+        Storage<kType>::template Store<!kFast>(df, value, out);
     }
 }
 
@@ -326,39 +342,70 @@ HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typena
     alignas(HWY_MAX_BYTES) float w_buf[kMax] = {};
     std::memcpy(in_buf, in, count * sizeof(T));
     if constexpr (kBias == kWeightBias) std::memcpy(w_buf, w, count * sizeof(float));
-    StoreVector<kType, kBias, false>(df, Storage<kType>::Load(df, in_buf), a, b, w_buf, row, out_buf);
+    StoreVector<kType, kBias, false, false>(df, Storage<kType>::Load(df, in_buf), a, b, w_buf, row, out_buf);
     std::memcpy(out, out_buf, count * sizeof(T));
 }
 
 // out[0, count) from in[0, count); w is the weight of column 0 (kWeightBias only). Reads each input vector before
 // writing the output vector at the same place, so out == in works.
+// The inputs x for which the fast path of ScaledExp is exact for this row: exp(x) * a is then a normal float.
+// With e = ilogb(a): exp(r) a lies in [2^(e-1), 2^(e+1)), and k = round(x / ln2), so x in
+// [(-123 - e) ln2, (124 - e) ln2] keeps the result's exponent within [-124, 125]. Empty (lo > hi) when a is zero,
+// subnormal, infinite or NaN, or when b or a weight is not finite: such rows take the general path throughout.
+struct FastRange {
+    float lo = 1.0f;
+    float hi = -1.0f;
+};
+
+HWY_INLINE FastRange RowFastRange(float a, float b, bool weights_finite) {
+    FastRange range;
+    if (!std::isnormal(a) || !std::isfinite(b) || !weights_finite) return range;
+    const int e = std::ilogb(a);
+    range.lo = HWY_MAX(-172.0f, static_cast<float>(-123 - e) * 0.69314718f);
+    range.hi = HWY_MIN(176.0f, static_cast<float>(124 - e) * 0.69314718f);
+    return range;
+}
+
+// out[j, count) from in[j, count); w is the weight of column 0 (kWeightBias only). Reads each input vector before
+// writing the output vector at the same place, so out == in works.
 template <aclDataType kType, BiasKind kBias, bool kStream>
 HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
-                        size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, size_t *done) {
+                        size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, FastRange range,
+                        size_t *done) {
     const size_t lanes = hn::Lanes(df);
+    const VF lo = hn::Set(df, range.lo);
+    const VF hi = hn::Set(df, range.hi);
     const float *wj = w;
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
         const VF x0 = Storage<kType>::Load(df, in + j);
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
-        StoreVector<kType, kBias, kStream>(df, x0, a, b, wj, row, out + j);
-        StoreVector<kType, kBias, kStream>(df, x1, a, b, wj + lanes, row, out + j + lanes);
+        // NaN fails both comparisons, so a NaN lane sends its vectors down the general path.
+        const auto in_range = hn::And(hn::And(hn::Le(lo, x0), hn::Le(x0, hi)), hn::And(hn::Le(lo, x1), hn::Le(x1, hi)));
+        if (HWY_LIKELY(hn::AllTrue(df, in_range))) {
+            StoreVector<kType, kBias, kStream, true>(df, x0, a, b, wj, row, out + j);
+            StoreVector<kType, kBias, kStream, true>(df, x1, a, b, wj + lanes, row, out + j + lanes);
+        } else {
+            StoreVector<kType, kBias, kStream, false>(df, x0, a, b, wj, row, out + j);
+            StoreVector<kType, kBias, kStream, false>(df, x1, a, b, wj + lanes, row, out + j + lanes);
+        }
     }
     for (; j + lanes <= count; j += lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
-        StoreVector<kType, kBias, kStream>(df, Storage<kType>::Load(df, in + j), a, b, wj, row, out + j);
+        StoreVector<kType, kBias, kStream, false>(df, Storage<kType>::Load(df, in + j), a, b, wj, row, out + j);
     }
     *done = j;
 }
 
 template <aclDataType kType, BiasKind kBias>
 HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
-                           const GradRowCoefficients &row, const float *w, bool stream) {
+                           const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream) {
     using T = typename Storage<kType>::T;
     const DF df;
     const size_t lanes = hn::Lanes(df);
     const VF a = hn::Set(df, static_cast<float>(row.a));
     const VF b = hn::Set(df, static_cast<float>(row.b));
+    const FastRange range = RowFastRange(static_cast<float>(row.a), static_cast<float>(row.b), weights_finite);
     size_t j = 0;
     if (stream) {
         // Peel up to lanes - 1 elements so that the streaming stores are vector-aligned.
@@ -372,9 +419,9 @@ HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storag
         }
     }
     if (stream) {
-        RowLoop<kType, kBias, true>(df, in, out, j, count, a, b, w, row, &j);
+        RowLoop<kType, kBias, true>(df, in, out, j, count, a, b, w, row, range, &j);
     } else {
-        RowLoop<kType, kBias, false>(df, in, out, j, count, a, b, w, row, &j);
+        RowLoop<kType, kBias, false>(df, in, out, j, count, a, b, w, row, range, &j);
     }
     if (j < count) RowPartial<kType, kBias>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
 }
@@ -418,11 +465,11 @@ void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
         const bool has_col = row.col >= tile.col_begin && row.col < tile.col_end;
         const T x_col = has_col ? in[row.col - tile.col_begin] : T{};
         if (row.b == 0.0 && !std::signbit(row.b) && weights_finite) {
-            RowSegment<kType, kNoBias>(in, out, count, row, nullptr, stream);
+            RowSegment<kType, kNoBias>(in, out, count, row, nullptr, weights_finite, stream);
         } else if (w == nullptr) {
-            RowSegment<kType, kConstBias>(in, out, count, row, nullptr, stream);
+            RowSegment<kType, kConstBias>(in, out, count, row, nullptr, weights_finite, stream);
         } else {
-            RowSegment<kType, kWeightBias>(in, out, count, row, w, stream);
+            RowSegment<kType, kWeightBias>(in, out, count, row, w, weights_finite, stream);
         }
         if (has_col) {
             const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
