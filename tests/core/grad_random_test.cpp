@@ -220,21 +220,18 @@ int DeterminismProbe(const std::vector<std::string> &) {
 }
 const ProbeRegistrar kDeterminismProbe("determinism", DeterminismProbe);
 
-TEST(GradDeterminism, BitwiseIdenticalAcrossThreadCountsAndIsas) {
-    std::string baseline;
-    ASSERT_EQ(RunProbe("determinism", {}, {"OPENACLNN_NUM_THREADS=1"}, &baseline), 0) << baseline;
-    ASSERT_EQ(std::count(baseline.begin(), baseline.end(), '\n'), static_cast<long>(DeterminismConfigs().size()));
-    const std::vector<std::vector<std::string>> environments = {
-        {"OPENACLNN_NUM_THREADS=2"},
-        {"OPENACLNN_NUM_THREADS=3"},
-        {"OPENACLNN_NUM_THREADS=3", "OPENACLNN_MAX_ISA=scalar"},
-        {"OPENACLNN_NUM_THREADS=2", "OPENACLNN_MAX_ISA=avx2"},
-    };
-    for (const auto &env : environments) {
-        std::string hashes;
-        EXPECT_EQ(RunProbe("determinism", {}, env, &hashes), 0) << env.back();
-        EXPECT_EQ(hashes, baseline) << "output differs from OPENACLNN_NUM_THREADS=1 under " << env.front() << " "
-                                    << env.back();
+std::string ProbeHashes(const std::vector<std::string> &env) {
+    std::string hashes;
+    const int status = RunProbe("determinism", {}, env, &hashes);
+    EXPECT_EQ(status, 0) << "the probe's own checks against the reference failed under " << ::testing::PrintToString(env);
+    EXPECT_EQ(std::count(hashes.begin(), hashes.end(), '\n'), static_cast<long>(DeterminismConfigs().size()));
+    return hashes;
+}
+
+TEST(GradDeterminism, BitwiseIdenticalAcrossThreadCounts) {
+    const std::string baseline = ProbeHashes({"OPENACLNN_NUM_THREADS=1"});
+    for (const char *threads : {"OPENACLNN_NUM_THREADS=2", "OPENACLNN_NUM_THREADS=3"}) {
+        EXPECT_EQ(ProbeHashes({threads}), baseline) << "output differs between OPENACLNN_NUM_THREADS=1 and " << threads;
     }
     // And in this process, with the default thread count.
     std::ostringstream here;
@@ -246,6 +243,20 @@ TEST(GradDeterminism, BitwiseIdenticalAcrossThreadCountsAndIsas) {
         here << line;
     }
     EXPECT_EQ(here.str(), baseline);
+}
+
+// DESIGN.md section 4: results are identical whatever OPENACLNN_MAX_ISA is set to.
+TEST(GradDeterminism, BitwiseIdenticalAcrossSimdIsas) {
+    const std::string baseline = ProbeHashes({"OPENACLNN_NUM_THREADS=2"});
+    for (const char *isa : {"OPENACLNN_MAX_ISA=scalar", "OPENACLNN_MAX_ISA=sse4", "OPENACLNN_MAX_ISA=avx2"}) {
+        EXPECT_EQ(ProbeHashes({"OPENACLNN_NUM_THREADS=3", isa}), baseline) << "output differs under " << isa;
+    }
+}
+
+TEST(GradDeterminism, ReferenceKernelBitwiseIdenticalToSimd) {
+    EXPECT_EQ(ProbeHashes({"OPENACLNN_NUM_THREADS=2", "OPENACLNN_MAX_ISA=reference"}),
+              ProbeHashes({"OPENACLNN_NUM_THREADS=2"}))
+        << "OPENACLNN_MAX_ISA=reference gives other bits than the default kernels";
 }
 
 }  // namespace
