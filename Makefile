@@ -36,5 +36,15 @@ install: deps
 	$(MAKE) build WITH_TESTS=OFF
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# Builds Release and runs the gradient benchmark: every shape, dtype and variant against a copy of the same bytes
+# in the same run (x_copy), medians of BENCH_REPS runs. BENCH_FILTER selects rows (a regex), e.g. 4096x32000.
+BENCH_REPS ?= 3
+BENCH_FILTER ?= .
+bench: deps-test
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DOPENACLNN_BUILD_BENCH=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target grad_bench
+	$(BUILD)/bench/grad_bench --benchmark_filter='$(BENCH_FILTER)' --benchmark_repetitions=$(BENCH_REPS) \
+	    --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true
+
 clean:
 	rm -rf $(BUILD)
