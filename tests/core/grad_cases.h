@@ -43,6 +43,7 @@ struct CaseConfig {
     int lse_when_off = 0;       // scale 0: 0 NULL, 1 [0] tensor, 2 [N] tensor
     bool scalar_as_1d = false;  // mean/sum: gradLoss (and gradZloss) of shape [1] instead of []
     ViewKind view = ViewKind::kContiguous;
+    double grad_scale = 1.0;           // gradLoss and gradZloss are drawn from [-2, 2] * grad_scale
     bool zero_weight_targets = false;  // every drawn target class gets weight 0 (mean total weight 0)
     std::vector<int64_t> bad_targets;  // (row, value) pairs flattened: targets outside [0, C) to plant
 

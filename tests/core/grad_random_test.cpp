@@ -180,6 +180,18 @@ std::string DtypeParamName(const ::testing::TestParamInfo<aclDataType> &info) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, GradRandomTest, ::testing::Values(ACL_FLOAT, ACL_FLOAT16, ACL_BF16),
                          DtypeParamName);
 
+// Results beyond FLOAT16's range (65520 and up) are stored as infinities of the right sign. (For FLOAT and BF16 the
+// same inputs would overflow the fp32 arithmetic the contract allows, so there is nothing exact to expect.)
+TEST(GradOverflow, Float16GoesToInfinity) {
+    for (uint64_t k = 0; k < 12; ++k) {
+        CaseConfig cfg = RandomConfig(800000 + k, ACL_FLOAT16, 3 + static_cast<int64_t>(k), 19);
+        cfg.reduction = k % 2 ? 0 : 2;  // none or sum: no division by the total weight
+        cfg.weight = true;
+        cfg.grad_scale = 3e4;
+        if (!RunAndCheckCase(cfg, TestStream())) return;
+    }
+}
+
 // ---- determinism: bitwise identical output for OPENACLNN_NUM_THREADS = 1, 2, 3 and for any OPENACLNN_MAX_ISA ----
 
 std::vector<CaseConfig> DeterminismConfigs() {
