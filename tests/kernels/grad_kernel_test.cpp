@@ -18,6 +18,7 @@
 
 #include "common/float_convert.h"
 #include "ops/cross_entropy/grad_plan.h"
+#include "ops/cross_entropy/kernels/grad_hwy_shared.h"
 #include "ops/cross_entropy/kernels/grad_kernel.h"
 
 namespace openaclnn::cross_entropy {
@@ -313,10 +314,14 @@ TEST_P(GradKernelTest, LongRowsAndColumnTiles) {
     }
 }
 
-// Outputs of 16 MiB and more take the streaming-store path (aligned and misaligned rows).
+// The streaming-store path (aligned and misaligned rows), with the threshold lowered to 16 MiB for the test.
 TEST_P(GradKernelTest, StreamingStores) {
     const GradKernelInfo &kernel = *GetParam();
     if (kernel.isa == kGradIsaReference) GTEST_SKIP();
+    struct Restore {
+        uint64_t old = SetStreamingThreshold(16ull << 20);
+        ~Restore() { SetStreamingThreshold(old); }
+    } restore;
     uint32_t seed = 3000;
     for (aclDataType dtype : kDtypes) {
         for (int64_t c : {131073, 131072}) {

@@ -25,9 +25,9 @@
 //    integer sequence in StoreHalf; bf16: integer rounding on every target, since Highway 1.0's DemoteTo
 //    truncates and the AVX-512 BF16 instruction flushes subnormals).
 //
-// Memory: one read of logProb and one write of out per element. Outputs larger than the last-level cache use
-// streaming (non-temporal) stores: they skip the read-for-ownership of the output lines, which is what lets the
-// kernel run at the speed of memcpy (which streams too at these sizes).
+// Memory: one read of logProb and one write of out per element. Streaming (non-temporal) stores, which skip the
+// read-for-ownership of the output lines, are available above a size threshold (grad_hwy.cpp), off by default
+// because they measured slower than regular stores on the reference machine.
 
 #if defined(OPENACLNN_GRAD_HWY_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef OPENACLNN_GRAD_HWY_INL_H_
