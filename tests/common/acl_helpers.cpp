@@ -65,8 +65,10 @@ Layout StridedLayout(const std::vector<int64_t> &dims, const std::vector<int64_t
     int64_t reach = offset;  // last element index
     bool empty = false;
     for (size_t k = 0; k < dims.size(); ++k) {
-        if (dims[k] == 0) empty = true;
-        else reach += (dims[k] - 1) * std::max<int64_t>(strides[k], 0);
+        if (dims[k] == 0)
+            empty = true;
+        else
+            reach += (dims[k] - 1) * std::max<int64_t>(strides[k], 0);
     }
     l.storage_dims = {(empty ? offset : reach + 1) + slack};
     return l;
@@ -206,10 +208,10 @@ aclTensor *DeviceTensor::View(const Layout &layout, aclDataType dtype) {
 }
 
 aclnnStatus GradPhase1(const GradCall &call, uint64_t *workspace_size, aclOpExecutor **executor) {
-    return aclnnCrossEntropyLossGradGetWorkspaceSize(
-        call.grad_loss, call.log_prob, call.target, call.weight, call.grad_zloss, call.lse,
-        const_cast<char *>(call.reduction), call.ignore_index, call.label_smoothing, call.zloss_scale, call.out,
-        workspace_size, executor);
+    return aclnnCrossEntropyLossGradGetWorkspaceSize(call.grad_loss, call.log_prob, call.target, call.weight,
+                                                     call.grad_zloss, call.lse, const_cast<char *>(call.reduction),
+                                                     call.ignore_index, call.label_smoothing, call.zloss_scale,
+                                                     call.out, workspace_size, executor);
 }
 
 GradOutcome RunGrad(const GradCall &call, aclrtStream stream) {
@@ -264,8 +266,10 @@ std::string SelfPath() {
 std::string ShellQuote(const std::string &s) {
     std::string q = "'";
     for (char ch : s) {
-        if (ch == '\'') q += "'\\''";
-        else q += ch;
+        if (ch == '\'')
+            q += "'\\''";
+        else
+            q += ch;
     }
     return q + "'";
 }
@@ -275,10 +279,17 @@ ProbeRegistrar::ProbeRegistrar(const char *name, ProbeFunction fn) { Probes()[na
 
 int RunProbe(const std::string &name, const std::vector<std::string> &args, const std::vector<std::string> &env,
              std::string *output) {
-    std::string cmd = "env";
-    for (const std::string &e : env) cmd += " " + ShellQuote(e);
-    cmd += " " + ShellQuote(SelfPath()) + " --probe " + ShellQuote(name);
-    for (const std::string &a : args) cmd += " " + ShellQuote(a);
+    std::vector<std::string> words = {"env"};
+    for (const std::string &e : env) words.push_back(ShellQuote(e));
+    words.push_back(ShellQuote(SelfPath()));
+    words.push_back("--probe");
+    words.push_back(ShellQuote(name));
+    for (const std::string &a : args) words.push_back(ShellQuote(a));
+    std::string cmd;
+    for (const std::string &w : words) {
+        cmd.append(w);
+        cmd.push_back(' ');
+    }
     FILE *pipe = popen(cmd.c_str(), "r");
     if (pipe == nullptr) return -1;
     output->clear();

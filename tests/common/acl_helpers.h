@@ -59,8 +59,8 @@ public:
     double Get(int64_t i0, int64_t i1 = 0) const;
     bool ElementIsPoison(int64_t storage_index) const;
 
-    void Upload();    // host mirror -> device (aclrtMemcpy)
-    void Download();  // device -> host mirror
+    void Upload();                    // host mirror -> device (aclrtMemcpy)
+    void Download();                  // device -> host mirror
     uint64_t DeviceChecksum() const;  // FNV-1a of the device storage bytes
 
     // A second aclTensor with the same layout over the same storage (owned by this object).

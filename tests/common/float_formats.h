@@ -43,9 +43,9 @@ inline double RoundToFormat(double v, const FloatFormat &f) {
     if (std::isnan(v) || std::isinf(v) || v == 0.0) return v;
     const double a = std::fabs(v);
     int e = 0;
-    std::frexp(a, &e);                                // a = m * 2^e with m in [0.5, 1): leading bit has weight 2^(e-1)
+    std::frexp(a, &e);  // a = m * 2^e with m in [0.5, 1): leading bit has weight 2^(e-1)
     const int lead = e - 1 < f.min_exponent ? f.min_exponent : e - 1;
-    const int shift = f.precision - 1 - lead;         // weight of the last kept bit is 2^-shift
+    const int shift = f.precision - 1 - lead;  // weight of the last kept bit is 2^-shift
     const double q = std::nearbyint(std::ldexp(a, shift));
     double r = std::ldexp(q, -shift);
     if (r > f.max_finite) r = std::numeric_limits<double>::infinity();

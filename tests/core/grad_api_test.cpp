@@ -96,7 +96,9 @@ protected:
         if (status == ACLNN_SUCCESS && executor != nullptr) {
             // Run it, so the single-use executor is consumed rather than leaked.
             void *ws = nullptr;
-            if (workspace > 0) ASSERT_EQ(aclrtMalloc(&ws, workspace, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+            if (workspace > 0) {
+                ASSERT_EQ(aclrtMalloc(&ws, workspace, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+            }
             EXPECT_EQ(aclnnCrossEntropyLossGrad(ws, workspace, executor, TestStream()), ACLNN_SUCCESS);
             EXPECT_EQ(aclrtSynchronizeStream(TestStream()), ACL_SUCCESS);
             if (ws) aclrtFree(ws);
@@ -133,10 +135,10 @@ TEST_F(GradApiTest, NullPointers) {
               ACLNN_ERR_PARAM_NULLPTR);
     EXPECT_NE(RecentError().find("workspaceSize"), std::string::npos) << RecentError();
     sentinel = ResetMessage();
-    EXPECT_EQ(aclnnCrossEntropyLossGradGetWorkspaceSize(v.grad_loss, v.log_prob, v.target, v.weight, v.grad_zloss,
-                                                        v.lse, const_cast<char *>("mean"), -100, 0.0, 0.01, v.out, &ws,
-                                                        nullptr),
-              ACLNN_ERR_PARAM_NULLPTR);
+    EXPECT_EQ(
+        aclnnCrossEntropyLossGradGetWorkspaceSize(v.grad_loss, v.log_prob, v.target, v.weight, v.grad_zloss, v.lse,
+                                                  const_cast<char *>("mean"), -100, 0.0, 0.01, v.out, &ws, nullptr),
+        ACLNN_ERR_PARAM_NULLPTR);
     EXPECT_NE(RecentError().find("executor"), std::string::npos) << RecentError();
 
     // Optional inputs may be NULL (no z-loss then).
@@ -156,13 +158,20 @@ TEST_F(GradApiTest, DataTypes) {
         const char *name;
     };
     const Case cases[] = {
-        {"logProb DOUBLE", 1, ACL_DOUBLE, "logProb"},   {"logProb INT32", 1, ACL_INT32, "logProb"},
-        {"gradLoss FLOAT16", 0, ACL_FLOAT16, "gradLoss"}, {"gradLoss BF16", 0, ACL_BF16, "gradLoss"},
-        {"target FLOAT", 2, ACL_FLOAT, "target"},        {"target INT16", 2, ACL_INT16, "target"},
-        {"target UINT8", 2, ACL_UINT8, "target"},         {"target UINT64", 2, ACL_UINT64, "target"},
-        {"weight FLOAT16", 3, ACL_FLOAT16, "weight"},     {"weight DOUBLE", 3, ACL_DOUBLE, "weight"},
-        {"gradZloss FLOAT16", 4, ACL_FLOAT16, "gradZloss"}, {"lseForZloss BF16", 5, ACL_BF16, "lseForZloss"},
-        {"out FLOAT16", 6, ACL_FLOAT16, "out"},           {"out DOUBLE", 6, ACL_DOUBLE, "out"},
+        {"logProb DOUBLE", 1, ACL_DOUBLE, "logProb"},
+        {"logProb INT32", 1, ACL_INT32, "logProb"},
+        {"gradLoss FLOAT16", 0, ACL_FLOAT16, "gradLoss"},
+        {"gradLoss BF16", 0, ACL_BF16, "gradLoss"},
+        {"target FLOAT", 2, ACL_FLOAT, "target"},
+        {"target INT16", 2, ACL_INT16, "target"},
+        {"target UINT8", 2, ACL_UINT8, "target"},
+        {"target UINT64", 2, ACL_UINT64, "target"},
+        {"weight FLOAT16", 3, ACL_FLOAT16, "weight"},
+        {"weight DOUBLE", 3, ACL_DOUBLE, "weight"},
+        {"gradZloss FLOAT16", 4, ACL_FLOAT16, "gradZloss"},
+        {"lseForZloss BF16", 5, ACL_BF16, "lseForZloss"},
+        {"out FLOAT16", 6, ACL_FLOAT16, "out"},
+        {"out DOUBLE", 6, ACL_DOUBLE, "out"},
     };
     for (const Case &k : cases) {
         GradCall c = Valid();
@@ -358,16 +367,16 @@ TEST_F(GradApiTest, OutMayOnlyBeLogProbItself) {
         int slot;
         const char *what;
     };
-    for (const Case &k : {Case{0, "gradLoss"}, Case{2, "target"}, Case{3, "weight"}, Case{4, "gradZloss"},
-                          Case{5, "lseForZloss"}}) {
+    for (const Case &k :
+         {Case{0, "gradLoss"}, Case{2, "target"}, Case{3, "weight"}, Case{4, "gradZloss"}, Case{5, "lseForZloss"}}) {
         c = Valid();
         DeviceTensor *shared = Make(ACL_FLOAT, {4 * kN * kC});
         c.out = shared->View(ContiguousLayout({kN, kC}), ACL_FLOAT);
         const aclTensor **slots[] = {&c.grad_loss, &c.log_prob, &c.target, &c.weight, &c.grad_zloss, &c.lse, &c.out};
         const aclDataType dtype = k.slot == 2 ? ACL_INT64 : ACL_FLOAT;
         const std::vector<int64_t> dims[] = {{}, {kN, kC}, {kN}, {kC}, {}, {kN}};
-        *slots[k.slot] = shared->View(StridedLayout(dims[k.slot], std::vector<int64_t>(dims[k.slot].size(), 1), 3),
-                                      dtype);
+        *slots[k.slot] =
+            shared->View(StridedLayout(dims[k.slot], std::vector<int64_t>(dims[k.slot].size(), 1), 3), dtype);
         Expect(c, ACLNN_ERR_PARAM_INVALID, "out", std::string("out overlaps ") + k.what);
     }
 }
@@ -416,7 +425,8 @@ TEST_F(GradApiTest, CheckOrder) {
 TEST_F(GradApiTest, EmptyProblems) {
     for (aclDataType dt : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
         for (const char *reduction : {"none", "mean", "sum"}) {
-            for (const auto &shape : {std::vector<int64_t>{0, 7}, std::vector<int64_t>{3, 0}, std::vector<int64_t>{0, 0}}) {
+            for (const auto &shape :
+                 {std::vector<int64_t>{0, 7}, std::vector<int64_t>{3, 0}, std::vector<int64_t>{0, 0}}) {
                 const int64_t n = shape[0];
                 const int64_t c = shape[1];
                 SCOPED_TRACE(std::string(DtypeName(dt)) + " " + reduction + " N=" + std::to_string(n) +
@@ -495,8 +505,8 @@ std::unique_ptr<Problem> MakeProblem(uint64_t seed, int64_t n, int64_t c) {
         for (int64_t j = 0; j < c; ++j) pr->log_prob->Set(i, j, p.log_prob[static_cast<size_t>(i * c + j)]);
     }
     for (int64_t j = 0; j < c; ++j) pr->weight->Set(j, 0, p.weight[j]);
-    for (auto *t : {pr->grad_loss.get(), pr->log_prob.get(), pr->target.get(), pr->weight.get(),
-                    pr->grad_zloss.get(), pr->lse.get(), pr->out.get()}) {
+    for (auto *t : {pr->grad_loss.get(), pr->log_prob.get(), pr->target.get(), pr->weight.get(), pr->grad_zloss.get(),
+                    pr->lse.get(), pr->out.get()}) {
         t->Upload();
     }
     GradCall &call = pr->call;
@@ -577,16 +587,28 @@ TEST_F(GradExecutorTest, RepeatableExecutorRunsAgainAndRebindsEveryAddress) {
         EXPECT_EQ(CountMismatches(*first->out, first->p), 0) << "run " << run;
     }
     // Rebind every input (prototype order) and the output to the second problem's storage.
-    EXPECT_EQ(aclSetInputTensorAddr(executor, 0, const_cast<aclTensor *>(first->call.grad_loss), second->grad_loss->device()), ACLNN_SUCCESS);
-    EXPECT_EQ(aclSetInputTensorAddr(executor, 1, const_cast<aclTensor *>(first->call.log_prob), second->log_prob->device()), ACLNN_SUCCESS);
-    EXPECT_EQ(aclSetInputTensorAddr(executor, 2, const_cast<aclTensor *>(first->call.target), second->target->device()), ACLNN_SUCCESS);
-    EXPECT_EQ(aclSetInputTensorAddr(executor, 3, const_cast<aclTensor *>(first->call.weight), second->weight->device()), ACLNN_SUCCESS);
-    EXPECT_EQ(aclSetInputTensorAddr(executor, 4, const_cast<aclTensor *>(first->call.grad_zloss), second->grad_zloss->device()), ACLNN_SUCCESS);
-    EXPECT_EQ(aclSetInputTensorAddr(executor, 5, const_cast<aclTensor *>(first->call.lse), second->lse->device()), ACLNN_SUCCESS);
-    EXPECT_EQ(aclSetOutputTensorAddr(executor, 0, const_cast<aclTensor *>(first->call.out), second->out->device()), ACLNN_SUCCESS);
+    EXPECT_EQ(
+        aclSetInputTensorAddr(executor, 0, const_cast<aclTensor *>(first->call.grad_loss), second->grad_loss->device()),
+        ACLNN_SUCCESS);
+    EXPECT_EQ(
+        aclSetInputTensorAddr(executor, 1, const_cast<aclTensor *>(first->call.log_prob), second->log_prob->device()),
+        ACLNN_SUCCESS);
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 2, const_cast<aclTensor *>(first->call.target), second->target->device()),
+              ACLNN_SUCCESS);
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 3, const_cast<aclTensor *>(first->call.weight), second->weight->device()),
+              ACLNN_SUCCESS);
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 4, const_cast<aclTensor *>(first->call.grad_zloss),
+                                    second->grad_zloss->device()),
+              ACLNN_SUCCESS);
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 5, const_cast<aclTensor *>(first->call.lse), second->lse->device()),
+              ACLNN_SUCCESS);
+    EXPECT_EQ(aclSetOutputTensorAddr(executor, 0, const_cast<aclTensor *>(first->call.out), second->out->device()),
+              ACLNN_SUCCESS);
     // Out-of-range indices are errors.
-    EXPECT_NE(aclSetInputTensorAddr(executor, 6, const_cast<aclTensor *>(first->call.lse), second->lse->device()), ACLNN_SUCCESS);
-    EXPECT_NE(aclSetOutputTensorAddr(executor, 1, const_cast<aclTensor *>(first->call.out), second->out->device()), ACLNN_SUCCESS);
+    EXPECT_NE(aclSetInputTensorAddr(executor, 6, const_cast<aclTensor *>(first->call.lse), second->lse->device()),
+              ACLNN_SUCCESS);
+    EXPECT_NE(aclSetOutputTensorAddr(executor, 1, const_cast<aclTensor *>(first->call.out), second->out->device()),
+              ACLNN_SUCCESS);
 
     FillPoison(ACL_FLOAT, first->out->host().data(), first->out->layout().StorageElements());
     first->out->Upload();
@@ -599,7 +621,9 @@ TEST_F(GradExecutorTest, RepeatableExecutorRunsAgainAndRebindsEveryAddress) {
     EXPECT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS);
     EXPECT_NE(aclnnCrossEntropyLossGrad(ws, size, executor, TestStream()), ACLNN_SUCCESS) << "destroyed executor";
     EXPECT_NE(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS) << "double destroy";
-    EXPECT_NE(aclSetInputTensorAddr(executor, 0, const_cast<aclTensor *>(first->call.grad_loss), second->grad_loss->device()), ACLNN_SUCCESS);
+    EXPECT_NE(
+        aclSetInputTensorAddr(executor, 0, const_cast<aclTensor *>(first->call.grad_loss), second->grad_loss->device()),
+        ACLNN_SUCCESS);
     EXPECT_EQ(aclrtSynchronizeStream(TestStream()), ACL_SUCCESS);
 }
 
@@ -632,15 +656,15 @@ TEST_F(GradExecutorTest, WorkspaceChecks) {
 
 TEST_F(GradExecutorTest, InputsUnchangedAndDefaultStream) {
     auto pr = MakeProblem(41, 37, 70);
-    const uint64_t before[] = {pr->grad_loss->DeviceChecksum(), pr->log_prob->DeviceChecksum(),
-                               pr->target->DeviceChecksum(), pr->weight->DeviceChecksum(),
+    const uint64_t before[] = {pr->grad_loss->DeviceChecksum(),  pr->log_prob->DeviceChecksum(),
+                               pr->target->DeviceChecksum(),     pr->weight->DeviceChecksum(),
                                pr->grad_zloss->DeviceChecksum(), pr->lse->DeviceChecksum()};
     const GradOutcome r = RunGrad(pr->call, nullptr);  // NULL: the default stream
     ASSERT_EQ(r.phase1, ACLNN_SUCCESS) << r.phase1_message;
     ASSERT_EQ(r.phase2, ACLNN_SUCCESS);
     ASSERT_EQ(r.sync, ACL_SUCCESS);
-    const uint64_t after[] = {pr->grad_loss->DeviceChecksum(), pr->log_prob->DeviceChecksum(),
-                              pr->target->DeviceChecksum(), pr->weight->DeviceChecksum(),
+    const uint64_t after[] = {pr->grad_loss->DeviceChecksum(),  pr->log_prob->DeviceChecksum(),
+                              pr->target->DeviceChecksum(),     pr->weight->DeviceChecksum(),
                               pr->grad_zloss->DeviceChecksum(), pr->lse->DeviceChecksum()};
     for (int k = 0; k < 6; ++k) EXPECT_EQ(before[k], after[k]) << "input " << k;
     EXPECT_EQ(CountMismatches(*pr->out, pr->p), 0);

@@ -43,8 +43,8 @@ std::string CaseConfig::Describe() const {
     s.precision(17);
     s << "seed=" << seed << " N=" << n << " C=" << c << " dtype=" << DtypeName(dtype)
       << " target=" << DtypeName(target_dtype) << " reduction=" << kReductions[reduction]
-      << " weight=" << (weight ? "yes" : "no") << " ignore=" << kIgnore[static_cast<int>(ignore)] << "("
-      << ignore_index << ") labelSmoothing=" << label_smoothing << " zloss=" << kZloss[static_cast<int>(zloss)]
+      << " weight=" << (weight ? "yes" : "no") << " ignore=" << kIgnore[static_cast<int>(ignore)] << "(" << ignore_index
+      << ") labelSmoothing=" << label_smoothing << " zloss=" << kZloss[static_cast<int>(zloss)]
       << " scale=" << zloss_scale << " lseWhenOff=" << lse_when_off << " scalarAs1d=" << scalar_as_1d
       << " view=" << ViewKindName(view);
     if (zero_weight_targets) s << " zeroWeightTargets";
@@ -136,8 +136,8 @@ void RunCaseInto(const CaseConfig &cfg, aclrtStream stream, std::vector<std::str
 
     p.target.resize(n);
     for (int64_t i = 0; i < n; ++i) {
-        const bool hit = cfg.ignore == IgnoreKind::kAllHit ||
-                         (cfg.ignore == IgnoreKind::kSomeHit && (i == 0 || rng.Chance(0.35)));
+        const bool hit =
+            cfg.ignore == IgnoreKind::kAllHit || (cfg.ignore == IgnoreKind::kSomeHit && (i == 0 || rng.Chance(0.35)));
         if (hit) {
             p.target[i] = cfg.ignore_index;
             continue;
@@ -150,7 +150,8 @@ void RunCaseInto(const CaseConfig &cfg, aclrtStream stream, std::vector<std::str
 
     if (cfg.weight) {
         p.weight.resize(c);
-        for (int64_t j = 0; j < c; ++j) p.weight[j] = rng.Chance(0.1) ? 0.0 : static_cast<float>(rng.Uniform(0.05, 3.0));
+        for (int64_t j = 0; j < c; ++j)
+            p.weight[j] = rng.Chance(0.1) ? 0.0 : static_cast<float>(rng.Uniform(0.05, 3.0));
         if (cfg.zero_weight_targets) {
             for (int64_t t : p.target) {
                 if (t >= 0 && t < c) p.weight[t] = 0.0;
@@ -208,7 +209,8 @@ void RunCaseInto(const CaseConfig &cfg, aclrtStream stream, std::vector<std::str
     }
     for (int64_t i = 0; i < n; ++i) target->SetInt(i, p.target[i]);
     if (cfg.weight) {
-        Layout wl = cfg.view == ViewKind::kBroadcastInputs ? StridedLayout({c}, {2}, 1) : Layout1d(cfg.view, layout_rng, c);
+        Layout wl =
+            cfg.view == ViewKind::kBroadcastInputs ? StridedLayout({c}, {2}, 1) : Layout1d(cfg.view, layout_rng, c);
         weight = std::make_unique<DeviceTensor>(ACL_FLOAT, wl);
         for (int64_t j = 0; j < c; ++j) weight->Set(j, 0, p.weight[j]);
     }
@@ -251,9 +253,12 @@ void RunCaseInto(const CaseConfig &cfg, aclrtStream stream, std::vector<std::str
     call.ignore_index = cfg.ignore_index;
     call.label_smoothing = cfg.label_smoothing;
     call.zloss_scale = cfg.zloss_scale;
-    if (cfg.view == ViewKind::kInPlace) call.out = log_prob->get();
-    else if (cfg.view == ViewKind::kInPlaceAlias) call.out = log_prob->Alias();
-    else call.out = out->get();
+    if (cfg.view == ViewKind::kInPlace)
+        call.out = log_prob->get();
+    else if (cfg.view == ViewKind::kInPlaceAlias)
+        call.out = log_prob->Alias();
+    else
+        call.out = out->get();
 
     const GradOutcome r = RunGrad(call, stream);
     if (r.phase1 != ACLNN_SUCCESS) {
@@ -267,7 +272,8 @@ void RunCaseInto(const CaseConfig &cfg, aclrtStream stream, std::vector<std::str
         }
     } else {
         if (r.sync != ACL_ERROR_RT_VECTOR_CORE_EXCEPTION) {
-            fail("aclrtSynchronizeStream returned " + std::to_string(r.sync) + ", expected 507035 for an out-of-range target");
+            fail("aclrtSynchronizeStream returned " + std::to_string(r.sync) +
+                 ", expected 507035 for an out-of-range target");
         }
         const int64_t row = ref.bad_rows.front();
         if (r.sync_message.find(std::to_string(row)) == std::string::npos) {
@@ -277,7 +283,8 @@ void RunCaseInto(const CaseConfig &cfg, aclrtStream stream, std::vector<std::str
             fail("message should name value " + std::to_string(p.target[row]) + ": '" + r.sync_message + "'");
         }
         const aclError again = aclrtSynchronizeStream(stream);
-        if (again != ACL_SUCCESS) fail("the error must be reported once; second sync returned " + std::to_string(again));
+        if (again != ACL_SUCCESS)
+            fail("the error must be reported once; second sync returned " + std::to_string(again));
     }
 
     DeviceTensor &result = in_place ? *log_prob : *out;

@@ -132,8 +132,11 @@ TEST_P(GradRandomTest, OutOfRangeTargets) {
         int64_t n, c, row, value;
         aclDataType target;
     };
-    const Bad cases[] = {{40, 9, 37, 1234567, ACL_INT64}, {6, 5, 3, -7, ACL_INT32},   {12, 70, 11, 70, ACL_INT32},
-                         {3, 1, 0, 1, ACL_INT64},         {5, 8, 2, int64_t{1} << 40, ACL_INT64},
+    const Bad cases[] = {{40, 9, 37, 1234567, ACL_INT64},
+                         {6, 5, 3, -7, ACL_INT32},
+                         {12, 70, 11, 70, ACL_INT32},
+                         {3, 1, 0, 1, ACL_INT64},
+                         {5, 8, 2, int64_t{1} << 40, ACL_INT64},
                          {9, 131073, 4, 131073, ACL_INT64}};
     uint64_t k = 0;
     for (const Bad &b : cases) {
@@ -177,8 +180,7 @@ std::string DtypeParamName(const ::testing::TestParamInfo<aclDataType> &info) {
     return info.param == ACL_FLOAT ? "FLOAT" : (info.param == ACL_FLOAT16 ? "FLOAT16" : "BF16");
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, GradRandomTest, ::testing::Values(ACL_FLOAT, ACL_FLOAT16, ACL_BF16),
-                         DtypeParamName);
+INSTANTIATE_TEST_SUITE_P(Dtypes, GradRandomTest, ::testing::Values(ACL_FLOAT, ACL_FLOAT16, ACL_BF16), DtypeParamName);
 
 // Results beyond FLOAT16's range (65520 and up) are stored as infinities of the right sign. (For FLOAT and BF16 the
 // same inputs would overflow the fp32 arithmetic the contract allows, so there is nothing exact to expect.)
@@ -235,7 +237,8 @@ const ProbeRegistrar kDeterminismProbe("determinism", DeterminismProbe);
 std::string ProbeHashes(const std::vector<std::string> &env) {
     std::string hashes;
     const int status = RunProbe("determinism", {}, env, &hashes);
-    EXPECT_EQ(status, 0) << "the probe's own checks against the reference failed under " << ::testing::PrintToString(env);
+    EXPECT_EQ(status, 0) << "the probe's own checks against the reference failed under "
+                         << ::testing::PrintToString(env);
     EXPECT_EQ(std::count(hashes.begin(), hashes.end(), '\n'), static_cast<long>(DeterminismConfigs().size()));
     return hashes;
 }

@@ -20,9 +20,9 @@ int main(void) {
     int64_t dims[2] = {2, 3};
     float data[6] = {0};
     aclTensor *tensor = aclCreateTensor(dims, 2, ACL_FLOAT, NULL, 0, format, dims, 2, data);
-    aclnnStatus (*phase1)(const aclTensor *, const aclTensor *, const aclTensor *, const aclTensor *,
-                          const aclTensor *, const aclTensor *, char *, int64_t, double, double, const aclTensor *,
-                          uint64_t *, aclOpExecutor **) = aclnnCrossEntropyLossGradGetWorkspaceSize;
+    aclnnStatus (*phase1)(const aclTensor *, const aclTensor *, const aclTensor *, const aclTensor *, const aclTensor *,
+                          const aclTensor *, char *, int64_t, double, double, const aclTensor *, uint64_t *,
+                          aclOpExecutor **) = aclnnCrossEntropyLossGradGetWorkspaceSize;
     aclnnStatus (*phase2)(void *, uint64_t, aclOpExecutor *, aclrtStream) = aclnnCrossEntropyLossGrad;
     bool repeatable = false;
     if (dtype != 27 || format != 2 || kind != 2 || policy != 0 || status != 561002 || error != 507035 ||

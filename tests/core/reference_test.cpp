@@ -1,12 +1,13 @@
 // The float64 reference checked on its own: against central finite differences of the forward objective (PyTorch's
 // cross_entropy + z-loss) with respect to the logits, and against the numbers of the operator's documentation.
+#include "reference.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <sstream>
 
 #include "random_inputs.h"
-#include "reference.h"
 
 namespace openaclnn::test {
 namespace {

@@ -53,7 +53,8 @@ TEST(Runtime, Devices) {
 }
 
 TEST(Runtime, MallocRoundsPadsAlignsAndZeroFills) {
-    for (aclrtMemMallocPolicy policy : {ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEM_MALLOC_NORMAL_ONLY}) {
+    for (aclrtMemMallocPolicy policy :
+         {ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEM_MALLOC_NORMAL_ONLY}) {
         for (size_t size : {size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{4096}, size_t{3} << 21}) {
             void *p = nullptr;
             ASSERT_EQ(aclrtMalloc(&p, size, policy), ACL_SUCCESS) << size;
@@ -153,9 +154,9 @@ TEST(Runtime, StreamsAreInOrderAsyncQueues) {
               ACL_SUCCESS);
     // Meanwhile another stream works on its own.
     std::vector<uint8_t> other(1 << 16, 7), other_back(1 << 16, 0);
-    ASSERT_EQ(aclrtMemcpyAsync(other_back.data(), other.size(), other.data(), other.size(), ACL_MEMCPY_HOST_TO_HOST,
-                               s2),
-              ACL_SUCCESS);
+    ASSERT_EQ(
+        aclrtMemcpyAsync(other_back.data(), other.size(), other.data(), other.size(), ACL_MEMCPY_HOST_TO_HOST, s2),
+        ACL_SUCCESS);
     EXPECT_EQ(aclrtSynchronizeStream(s1), ACL_SUCCESS);
     EXPECT_EQ(back, src);
     EXPECT_EQ(aclrtSynchronizeStream(s2), ACL_SUCCESS);
@@ -198,9 +199,11 @@ TEST(Runtime, RecentErrorMessageIsPerThread) {
 
 TEST(Runtime, DataTypeSize) {
     const std::pair<aclDataType, size_t> sizes[] = {
-        {ACL_FLOAT, 4},  {ACL_FLOAT16, 2}, {ACL_INT8, 1},    {ACL_INT32, 4},      {ACL_UINT8, 1},
-        {ACL_INT16, 2},  {ACL_UINT16, 2},  {ACL_UINT32, 4},  {ACL_INT64, 8},      {ACL_UINT64, 8},
-        {ACL_DOUBLE, 8}, {ACL_BOOL, 1},    {ACL_STRING, 0},  {ACL_COMPLEX64, 8},  {ACL_COMPLEX128, 16},
+        {ACL_FLOAT, 4},  {ACL_FLOAT16, 2},      {ACL_INT8, 1},
+        {ACL_INT32, 4},  {ACL_UINT8, 1},        {ACL_INT16, 2},
+        {ACL_UINT16, 2}, {ACL_UINT32, 4},       {ACL_INT64, 8},
+        {ACL_UINT64, 8}, {ACL_DOUBLE, 8},       {ACL_BOOL, 1},
+        {ACL_STRING, 0}, {ACL_COMPLEX64, 8},    {ACL_COMPLEX128, 16},
         {ACL_BF16, 2},   {ACL_DT_UNDEFINED, 0}, {static_cast<aclDataType>(999), 0}};
     for (const auto &s : sizes) EXPECT_EQ(aclDataTypeSize(s.first), s.second) << s.first;
 }
