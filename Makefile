@@ -46,5 +46,33 @@ bench: deps-test
 	$(BUILD)/bench/grad_bench --benchmark_filter='$(BENCH_FILTER)' --benchmark_repetitions=$(BENCH_REPS) \
 	    --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true
 
+# ---- Hardening: sanitizers, fuzzing, large tensors (CMakePresets.json; each in its own build directory) ----
+# test-asan: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer at each exit).
+# test-tsan: the whole suite under ThreadSanitizer (clang + libomp + archer, see CMakePresets.json).
+# Both leave out label `nosan` (tests that run an uninstrumented program against the libraries: the official sample
+# built with CANN's g++ recipe, Python through ctypes) and `large`; test-tsan also `notsan` (each says why).
+.PHONY: test-asan test-tsan fuzz test-large
+FUZZ_SECONDS ?= 60
+test-asan: deps-test
+	cmake --preset asan $(CMAKE_FLAGS)
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+
+test-tsan: deps-test
+	cmake --preset tsan $(CMAKE_FLAGS)
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
+
+# Every libFuzzer target for FUZZ_SECONDS seconds each, from the seed corpus in fuzz/corpus/.
+fuzz: deps-test
+	cmake --preset fuzz $(CMAKE_FLAGS)
+	cmake --build --preset fuzz -j $(JOBS)
+	bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+# Tensors above 2^31 elements (label `large`: about 9 GB of memory and a minute or two), in the Release build.
+test-large: deps-test
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -L large --timeout 3600
+
 clean:
 	rm -rf $(BUILD)
