@@ -9,3 +9,6 @@ target_sources(opapi_nn PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/kernels/loss_hwy.cpp)
 # The kernel sources include "kernels/loss_kernel.h" relative to this folder.
 target_include_directories(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+# No contraction of a*b+c into FMA: every Highway target performs the same operations and the results are bitwise
+# identical across targets (SSE4/SCALAR have no FMA). See kernels/loss_hwy.cpp.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/kernels/loss_hwy.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")

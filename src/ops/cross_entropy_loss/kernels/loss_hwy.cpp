@@ -1,26 +1,46 @@
-// The fast forward kernel, written once with Highway and compiled for every x86/Arm SIMD target (foreach_target).
+// The fast forward kernel, written once with Highway and compiled for every target this CPU may run (AVX-512,
+// AVX2, SSE4 and the one-lane SCALAR target on x86; NEON elsewhere), all in this one file (foreach_target).
 //
 // Per row, two passes, the second while the row is still in cache (a 32000-class fp32 row is 125 KiB: L2):
 //
-//   pass 1 reads the row once from memory and keeps, per lane, a running max m and a sum s of exp(x - m). It works
-//          in blocks of kBlock vectors: the block's lane max is found first (the block sits in registers), the lane
-//          max moves to it, the old sum is rescaled by exp(m_old - m_new) (exactly 1 when the max did not move),
-//          and the block's exps are added. So each element costs one exp, and a rescale costs one per block.
-//          The block's exps are summed in fp32 (a tree of kBlock terms, <= 3 roundings) and then added into
-//          per-lane double accumulators, so the sum over C terms loses nothing to fp32 accumulation. At the end
-//          the lanes are combined in double: M = max m_l, S = sum_l s_l * exp(m_l - M), lse = M + log(S).
-//   pass 2 reads the row again (from L2) and writes logProb = x - lse in fp32, rounded once to the output type;
-//          with label smoothing it also accumulates sum_j w_j * logProb_j (fp32 within a block, double across).
+//   pass 1 reads the row once from memory and keeps, per logical lane, a running max m and a sum s of exp(x - m)
+//          (online max-rescaling). It works in blocks of 8 groups of 16 elements: the block's lane max is found
+//          first, the lane max moves to it, the old sum is rescaled by exp(m_old - m_new) (exactly 1 when the max
+//          did not move) and the block's 8 exps per lane are summed as a fixed tree in fp32 and added into the
+//          lane's double accumulator. So each element costs one exp, a rescale one exp per 128 elements, and the
+//          sum over C terms loses nothing to fp32 accumulation. With label smoothing the same pass also sums
+//          w_j * x_j (and w_j) per lane. At the end the 16 lanes are combined in double in lane order:
+//          M = max m_l, S = sum_l s_l * exp(m_l - M), lse = M + log(S); sum_j w_j logProb_j = sum w x - lse sum w.
+//   pass 2 reads the row again (from L2) and writes logProb = x - (float)lse, rounded once to the output type.
 //
-// Error bound of lse: each exp is within ~2 ulp of fp32 (the polynomial below), each block sum adds <= 3 ulp and
-// each rescale factor ~2 ulp; all terms are positive, so S is within ~5 * 2^-24 relative and lse within ~3e-7
-// absolute, i.e. below one ulp of fp32 for |lse| >= 4. logProb = x - (float)lse then carries <= 1 ulp of |lse|
-// plus the final rounding: the tolerance the tests apply is a few eps of max(|x|, |lse|).
+// Bitwise identical on every target (DESIGN.md section 4), as the gradient's kernels (grad_hwy-inl.h):
+//  * The 16 "logical lanes" are fixed: element j belongs to lane j % 16, whatever the vector width. AVX-512 holds
+//    a group of 16 in one vector, AVX2 in two, SSE4 in four, SCALAR in sixteen; each logical lane sees the same
+//    operations on the same values in the same order on every target. A row's tail (C % 16 elements) is padded
+//    to a full group with -inf (0 for the smoothing sums) through a small buffer, the same on every target.
+//  * Only IEEE-exact single operations: Mul, Add, Sub, Max, compares, integer ops, exact conversions. No FMA
+//    (Highway's MulAdd fuses on AVX2/AVX-512 but not on SSE4/SCALAR), and this file is compiled with
+//    -ffp-contract=off (sources.cmake) so the compiler fuses nothing either, in vector or scalar code.
+//  * exp is the gradient's: Cody-Waite reduction with the 1.5 * 2^23 rounding trick and the same degree-6 minimax
+//    polynomial (grad_hwy-inl.h, ExpPoly<6>: error 2^-28.3, measured max error 1 ulp), non-fused Horner.
+//  * Loads widen exactly with the same integer sequences where Highway 1.0 emulates fp16 (SSE4, SCALAR); stores
+//    round to nearest even once. The double combination uses the same libm exp/log calls on every target.
+//  Signed zeros never change a value: max(+0, -0) may be either, but exp(+-0) = 1 and x -+ 0 = x for x != 0.
+//
+// Error bound of lse: each exp is within ~1 ulp of fp32, each block's tree sum adds <= 3 roundings and each
+// rescale factor ~1 ulp; all terms are positive, so S is within ~5 * 2^-24 relative and lse within ~3e-7
+// absolute. logProb = x - (float)lse then carries <= 1 ulp of |lse| plus the final rounding. The smoothing sum
+// sum w x - lse sum w is within ~4 * 2^-24 * sum_j |w_j| (|x_j| + |lse|) (products and block sums in fp32).
 //
 // Special values: the running max starts at the lowest finite float, so x - m is never inf - inf unless x is
 // +inf; a lane mask records any NaN or +inf (their exp would be lost to the clamp below) and makes lse NaN, as
-// the literal formula does. A row whose max is not above the lowest finite float (all -inf) is handed to the
-// reference computation, which gives the formula's NaN.
+// the literal formula does. A row whose max is not above the lowest finite float (all -inf) is handed to a plain
+// double computation, which gives the formula's NaN for all -inf (and the exact value for all lowest).
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#endif
+#define HWY_COMPILE_ALL_ATTAINABLE
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -36,50 +56,134 @@
 #include "common/float_convert.h"
 #include "ops/cross_entropy_loss/kernels/loss_kernel.h"
 
-// HWY_SCALAR (one lane, no halves) is the build's static target when compiled without -m flags; it is not a
-// kernel here: the reference kernel is the scalar path.
-#if HWY_TARGET != HWY_SCALAR
 HWY_BEFORE_NAMESPACE();
 namespace openaclnn::cross_entropy_loss::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
+constexpr size_t kGroup = 16;       // logical lanes: element j belongs to lane j % 16 on every target
+constexpr size_t kBlockGroups = 8;  // groups per pass-1 block: 128 elements, 8 exps per lane per rescale
+
+using DF = hn::CappedTag<float, kGroup>;  // at most 16 lanes, so a group is a whole number of vectors
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using D16 = hn::Rebind<uint16_t, DF>;
 using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using MF = hn::Mask<DF>;
 
-constexpr size_t kBlock = 8;  // vectors per pass-1 block: 8 registers of input, 128 floats with AVX-512
+// Targets whose Highway fp16 conversions are emulated (Highway 1.0: no inf/NaN, no round to nearest even) use
+// exact integer sequences; the others have hardware conversions (F16C, NEON).
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+#define OPENACLNN_LOSS_SOFT_F16 1
+#else
+#define OPENACLNN_LOSS_SOFT_F16 0
+#endif
 
-// exp(y) for y <= 0 (or NaN, whose result does not matter: the row is NaN anyway), relative error ~2 ulp.
-// y is clamped at -86 (exp(-86) = 4e-38, still normal): every row has a term exp(0) = 1, next to which smaller
-// terms vanish in fp32. Range reduction y = k ln2 + r with a two-part ln2 (k * kLn2Hi is exact for |k| < 256),
-// |r| <= ln2/2, then a degree-7 Taylor polynomial (truncation error r^8/8! < 6e-9) and 2^k added to the exponent.
-HWY_INLINE VF ExpNonPositive(DF d, VF y) {
-    const hn::RebindToSigned<DF> di;
-    y = hn::Max(y, hn::Set(d, -86.0f));
-    const VF k = hn::Round(hn::Mul(y, hn::Set(d, 1.44269504088896341f)));
-    VF r = hn::MulAdd(k, hn::Set(d, -0.693145751953125f), y);
-    r = hn::MulAdd(k, hn::Set(d, -1.42860682030941723212e-6f), r);
-    VF p = hn::Set(d, 1.0f / 5040.0f);
-    p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 720.0f));
-    p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 120.0f));
-    p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 24.0f));
-    p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 6.0f));
-    p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
-    p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-    p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-    // p in [0.7, 1.42] has biased exponent 126 or 127; k >= -124 keeps the result normal.
-    const auto scaled = hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::ConvertTo(di, k)));
-    return hn::BitCast(d, scaled);
+// Streaming stores where Highway's Stream writes exactly one full vector (x86 AVX2/AVX-512).
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kCanStream = true;
+#else
+constexpr bool kCanStream = false;
+#endif
+
+// ---- exp(y) for y <= 0 -------------------------------------------------------------------------------------------
+
+// exp(y), y <= 0 or NaN (a NaN row's lse is NaN whatever this returns). y is clamped at -86 (exp(-86) = 4e-38, still
+// normal): every row has a term exp(0) = 1, next to which the clamped terms vanish. y = k ln2 + r with k rounded by
+// the 1.5 * 2^23 trick (exact: |y log2e| < 2^22), ln2 in two parts (k * ln2_hi exact, the first difference exact by
+// Sterbenz), |r| <= ln2/2; exp(r) by the gradient's degree-6 minimax polynomial, non-fused Horner; then k is added
+// to the exponent field: p in [0.7, 1.42] and k >= -124 keep the result normal.
+HWY_INLINE VF ExpNonPositive(DF df, VF y) {
+    const DI di;
+    const VF magic = hn::Set(df, 12582912.0f);
+    y = hn::Max(y, hn::Set(df, -86.0f));
+    const VF t = hn::Add(hn::Mul(y, hn::Set(df, 1.44269504088896341f)), magic);
+    const VF kf = hn::Sub(t, magic);
+    const VI k = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, magic));
+    VF r = hn::Sub(y, hn::Mul(kf, hn::Set(df, 0.693145751953125f)));
+    r = hn::Sub(r, hn::Mul(kf, hn::Set(df, 1.42860676533018708e-6f)));
+    VF s = hn::Set(df, 0x1.6a23ccp-10f);
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.123a2p-7f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.5558f2p-5f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.555492p-3f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.fffffcp-2f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+    const VF p = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+    return hn::BitCast(df, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(k)));
 }
 
-// ---- loads and stores of the three storage types, through fp32 lanes ----
+// ---- per-lane double accumulators --------------------------------------------------------------------------------
+
+// The lanes of one float vector as doubles (two half-width vectors; one lane on SCALAR).
+#if HWY_TARGET == HWY_SCALAR
+using DD = hn::Rebind<double, DF>;
+struct DoubleLanes {
+    hn::Vec<DD> v;
+};
+HWY_INLINE DoubleLanes ZeroLanes() { return {hn::Zero(DD())}; }
+// acc = acc * scale + add, per lane, two roundings (no FMA).
+HWY_INLINE void ScaleAdd(DoubleLanes &acc, VF scale, VF add) {
+    const DD dd;
+    acc.v = hn::Add(hn::Mul(acc.v, hn::PromoteTo(dd, scale)), hn::PromoteTo(dd, add));
+}
+HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) { acc.v = hn::Add(acc.v, hn::PromoteTo(DD(), add)); }
+HWY_INLINE void StoreLanes(const DoubleLanes &acc, double *out) { hn::StoreU(acc.v, DD(), out); }
+#else
+using DH = hn::Half<DF>;
+using DD = hn::Rebind<double, DH>;
+struct DoubleLanes {
+    hn::Vec<DD> lo, hi;
+};
+HWY_INLINE DoubleLanes ZeroLanes() { return {hn::Zero(DD()), hn::Zero(DD())}; }
+HWY_INLINE void ScaleAdd(DoubleLanes &acc, VF scale, VF add) {
+    const DD dd;
+    const DH dh;
+    acc.lo = hn::Add(hn::Mul(acc.lo, hn::PromoteTo(dd, hn::LowerHalf(dh, scale))),
+                     hn::PromoteTo(dd, hn::LowerHalf(dh, add)));
+    acc.hi = hn::Add(hn::Mul(acc.hi, hn::PromoteTo(dd, hn::UpperHalf(dh, scale))),
+                     hn::PromoteTo(dd, hn::UpperHalf(dh, add)));
+}
+HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) {
+    const DD dd;
+    const DH dh;
+    acc.lo = hn::Add(acc.lo, hn::PromoteTo(dd, hn::LowerHalf(dh, add)));
+    acc.hi = hn::Add(acc.hi, hn::PromoteTo(dd, hn::UpperHalf(dh, add)));
+}
+HWY_INLINE void StoreLanes(const DoubleLanes &acc, double *out) {
+    hn::StoreU(acc.lo, DD(), out);
+    hn::StoreU(acc.hi, DD(), out + hn::Lanes(DD()));
+}
+#endif
+
+// ---- loads and stores of the three storage types, through fp32 lanes ---------------------------------------------
+
+// fp16 bits -> fp32, exact, inf/NaN kept (the gradient's HalfToF32 sequence on the soft targets).
+HWY_INLINE VF HalfToF32(DF df, hn::Vec<D16> h) {
+#if OPENACLNN_LOSS_SOFT_F16
+    const DU du;
+    const DI di;
+    const auto bits = hn::PromoteTo(du, h);
+    const auto magnitude = hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x7fffu)));
+    const VF scaled = hn::Mul(hn::BitCast(df, magnitude), hn::Set(df, 0x1p112f));
+    const auto special = hn::Or(magnitude, hn::Set(du, 0x7f800000u));
+    const auto is_special = hn::Gt(hn::BitCast(di, magnitude), hn::Set(di, 0x0f7fffff));
+    const auto value = hn::IfThenElse(hn::RebindMask(du, is_special), special, hn::BitCast(du, scaled));
+    return hn::BitCast(df, hn::Or(value, hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u)))));
+#else
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::BitCast(dh, h));
+#endif
+}
 
 template <typename T>
-HWY_INLINE VF LoadRow(DF d, const T *p) {
+HWY_INLINE VF LoadRow(DF df, const T *p) {
     if constexpr (std::is_same_v<T, float>) {
-        return hn::LoadU(d, p);
+        return hn::LoadU(df, p);
+    } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
+        return HalfToF32(df, hn::LoadU(D16(), reinterpret_cast<const uint16_t *>(p)));
     } else {
-        const hn::Rebind<T, DF> dh;
-        return hn::PromoteTo(d, hn::LoadU(dh, p));
+        const DU du;
+        return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(D16(), reinterpret_cast<const uint16_t *>(p)))));
     }
 }
 
@@ -87,22 +191,18 @@ template <typename T>
 HWY_INLINE float LoadScalar(const T *p) {
     if constexpr (std::is_same_v<T, float>) {
         return *p;
-    } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
-        uint16_t bits;
-        std::memcpy(&bits, p, 2);
-        return HalfToFloat(bits);
     } else {
         uint16_t bits;
         std::memcpy(&bits, p, 2);
-        return Bf16ToFloat(bits);
+        return std::is_same_v<T, hwy::float16_t> ? HalfToFloat(bits) : Bf16ToFloat(bits);
     }
 }
 
-// fp32 -> bf16 bits (in u32 lanes), round to nearest even; NaN stays NaN (quiet). Highway 1.0's DemoteTo to bf16
+// fp32 -> bf16 bits (in i32 lanes), round to nearest even; NaN stays NaN (quiet). Highway 1.0's DemoteTo to bf16
 // truncates, so the rounding increment is added to the bits here and the truncating shift comes after.
-HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> Bf16Bits(DF, VF v) {
-    const hn::RebindToSigned<DF> di;
-    const hn::RebindToUnsigned<DF> du;
+HWY_INLINE VI Bf16Bits(DF, VF v) {
+    const DI di;
+    const DU du;
     const auto u = hn::BitCast(du, v);
     const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
     const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), lsb);
@@ -111,42 +211,41 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> Bf16Bits(DF, VF v) {
     return hn::BitCast(di, hn::ShiftRight<16>(bits));
 }
 
-// fp32 -> fp16 bits (in i32 lanes), round to nearest even, subnormals, overflow to infinity, quiet NaN. Used where
-// the target has no F16C (SSE4 and below: Highway's emulation there truncates). The subnormal case rides on an
-// fp32 addition: a + 0.5 puts the half's subnormal unit (2^-24) at fp32's last place, so the add rounds correctly.
-HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> HalfBits(DF d, VF v) {
-    const hn::RebindToSigned<DF> di;
-    const auto u = hn::BitCast(di, v);
-    const auto sign = hn::And(u, hn::Set(di, static_cast<int32_t>(0x80000000u)));
-    const auto a = hn::Xor(u, sign);  // |v| bits, a non-negative int32
-    const auto inf_or_nan = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7e00), hn::Set(di, 0x7c00));
-    const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(d, a), hn::Set(d, 0.5f))), hn::Set(di, 0x3f000000));
-    const auto odd = hn::And(hn::ShiftRight<13>(a), hn::Set(di, 1));
-    const auto normal = hn::ShiftRight<13>(hn::Add(hn::Add(a, hn::Set(di, static_cast<int32_t>(0xc8000fffu))), odd));
-    auto bits = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, normal);
-    bits = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x47800000)), bits, inf_or_nan);
-    const hn::RebindToUnsigned<DF> du;
-    return hn::Or(bits, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, sign))));
+// fp32 -> fp16 bits (in i32 lanes), round to nearest even, subnormals, overflow to infinity, quiet NaN keeping the
+// payload's top bits: the same results as FloatToHalf (common/float_convert.h) and F16C. Soft targets only.
+HWY_INLINE VI HalfBits(DF df, VF v) {
+    const DI di;
+    const DU du;
+    const auto u = hn::BitCast(du, v);
+    const auto sign = hn::And(u, hn::Set(du, 0x80000000u));
+    const auto abs = hn::Xor(u, sign);
+    const VI abs_i = hn::BitCast(di, abs);
+    const auto odd = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
+    const auto normal = hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(du, 0xc8000fffu)), odd));
+    const VF half_magic = hn::Set(df, 0.5f);
+    const auto subnormal =
+        hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), half_magic)), hn::BitCast(du, half_magic));
+    auto bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000))), subnormal, normal);
+    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477fefff))), hn::Set(du, 0x7c00u), bits);
+    const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x1ffu)));
+    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7f800000))), nan, bits);
+    return hn::BitCast(di, hn::Or(bits, hn::ShiftRight<16>(sign)));
 }
 
-
 template <typename T>
-HWY_INLINE void StoreRow(DF d, VF v, T *p) {
+HWY_INLINE void StoreRow(DF df, VF v, T *p) {
     if constexpr (std::is_same_v<T, float>) {
-        hn::StoreU(v, d, p);
-    } else {
-        const hn::Rebind<uint16_t, DF> du16;
-        if constexpr (std::is_same_v<T, hwy::float16_t>) {
-#if HWY_TARGET >= HWY_SSE4 || defined(HWY_DISABLE_F16C)
-            hn::StoreU(hn::DemoteTo(du16, HalfBits(d, v)), du16, reinterpret_cast<uint16_t *>(p));
+        hn::StoreU(v, df, p);
+    } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
+#if OPENACLNN_LOSS_SOFT_F16
+        hn::StoreU(hn::DemoteTo(D16(), HalfBits(df, v)), D16(), reinterpret_cast<uint16_t *>(p));
 #else
-            // F16C's conversion, immediate _MM_FROUND_NO_EXC: round to nearest even, subnormals, overflow to inf.
-            const hn::Rebind<hwy::float16_t, DF> dh;
-            hn::StoreU(hn::DemoteTo(dh, v), dh, p);
+        // F16C / NEON conversion: round to nearest even, subnormals, overflow to inf.
+        const hn::Rebind<hwy::float16_t, DF> dh;
+        hn::StoreU(hn::DemoteTo(dh, v), dh, p);
 #endif
-        } else {
-            hn::StoreU(hn::DemoteTo(du16, Bf16Bits(d, v)), du16, reinterpret_cast<uint16_t *>(p));
-        }
+    } else {
+        hn::StoreU(hn::DemoteTo(D16(), Bf16Bits(df, v)), D16(), reinterpret_cast<uint16_t *>(p));
     }
 }
 
@@ -161,51 +260,70 @@ HWY_INLINE void StoreScalar(float v, T *p) {
     }
 }
 
-using DD = hn::Repartition<double, DF>;
-using VD = hn::Vec<DD>;
-using MF = hn::Mask<DF>;
+// ---- pass 1 ------------------------------------------------------------------------------------------------------
 
-// Adds the lanes of an fp32 vector into two double vectors (its lower and upper half), scaling the old sums first.
-HWY_INLINE void AddScaledToDouble(DF d, VF scale, VF v, VD &lo, VD &hi) {
-    const DD dd;
-    const hn::Half<DF> dh;
-    (void)d;
-    lo = hn::MulAdd(lo, hn::PromoteTo(dd, hn::LowerHalf(dh, scale)), hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
-    hi = hn::MulAdd(hi, hn::PromoteTo(dd, hn::UpperHalf(dh, scale)), hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
-}
+// The state of the logical lanes one vector covers.
+struct LaneState {
+    VF m;               // running max
+    DoubleLanes s;      // sum of exp(x - m)
+    DoubleLanes wx;     // smoothing: sum of w x (x without weight)
+    DoubleLanes w;      // smoothing with weight: sum of w
+};
 
-HWY_INLINE void AddToDouble(DF d, VF v, VD &lo, VD &hi) {
-    const DD dd;
-    const hn::Half<DF> dh;
-    (void)d;
-    lo = hn::Add(lo, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
-    hi = hn::Add(hi, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
-}
-
-// Pass 1 over K vectors held in registers: lane max, rescale, K exps summed as a tree, into the double sums.
-template <size_t K>
-HWY_INLINE void AccumulateBlock(DF d, const VF *v, VF &m, VD &s_lo, VD &s_hi, MF &ordinary) {
-    const VF inf = hn::Set(d, std::numeric_limits<float>::infinity());
-    VF block_max = v[0];
-    ordinary = hn::And(ordinary, hn::Lt(v[0], inf));  // false for NaN and +inf
-    for (size_t k = 1; k < K; ++k) {
-        block_max = hn::Max(block_max, v[k]);
-        ordinary = hn::And(ordinary, hn::Lt(v[k], inf));
+HWY_INLINE VF TreeSum(VF *v, size_t count) {
+    for (size_t width = 1; width < count; width *= 2) {
+        for (size_t k = 0; k + width < count; k += 2 * width) v[k] = hn::Add(v[k], v[k + width]);
     }
-    const VF new_max = hn::Max(m, block_max);
-    const VF scale = ExpNonPositive(d, hn::Sub(m, new_max));  // exactly 1 where the max did not move
-    m = new_max;
-    VF e[K];
-    for (size_t k = 0; k < K; ++k) e[k] = ExpNonPositive(d, hn::Sub(v[k], new_max));
-    for (size_t width = 1; width < K; width *= 2) {
-        for (size_t k = 0; k + width < K; k += 2 * width) e[k] = hn::Add(e[k], e[k + width]);
-    }
-    AddScaledToDouble(d, scale, e[0], s_lo, s_hi);
+    return v[0];
 }
 
-// The row's lse in double, plain and slow: only for rows whose max is -inf or the lowest float (see the top).
+// One vector slot of B consecutive groups: x[b] the inputs (-inf padded), xs[b] the inputs for the smoothing sums
+// (0 padded), w[b] their weights (0 padded). The operation order is a function of B and the lane only.
+template <size_t B, bool kSmooth, bool kWeighted>
+HWY_INLINE void AccumulateSlot(DF df, const VF *x, const VF *xs, const VF *w, LaneState &st, MF &ordinary) {
+    const VF inf = hn::Set(df, std::numeric_limits<float>::infinity());
+    VF block_max = x[0];
+    ordinary = hn::And(ordinary, hn::Lt(x[0], inf));  // false for NaN and +inf
+    for (size_t b = 1; b < B; ++b) {
+        block_max = hn::Max(block_max, x[b]);
+        ordinary = hn::And(ordinary, hn::Lt(x[b], inf));
+    }
+    const VF new_max = hn::Max(st.m, block_max);
+    const VF scale = ExpNonPositive(df, hn::Sub(st.m, new_max));  // exactly 1 where the max did not move
+    st.m = new_max;
+    VF e[B];
+    for (size_t b = 0; b < B; ++b) e[b] = ExpNonPositive(df, hn::Sub(x[b], new_max));
+    ScaleAdd(st.s, scale, TreeSum(e, B));
+    if constexpr (kSmooth) {
+        VF prod[B];
+        for (size_t b = 0; b < B; ++b) prod[b] = kWeighted ? hn::Mul(w[b], xs[b]) : xs[b];
+        AddLanes(st.wx, TreeSum(prod, B));
+        if constexpr (kWeighted) {
+            VF ws[B];
+            for (size_t b = 0; b < B; ++b) ws[b] = w[b];
+            AddLanes(st.w, TreeSum(ws, B));
+        }
+    }
+}
+
+// B groups starting at x (and w): every vector slot of the group in turn.
+template <size_t B, bool kSmooth, bool kWeighted, typename T>
+HWY_INLINE void AccumulateGroups(DF df, const T *x, const T *xs, const float *w, LaneState *st, MF &ordinary) {
+    const size_t lanes = hn::Lanes(df);
+    for (size_t slot = 0; slot * lanes < kGroup; ++slot) {
+        VF v[B], vs[B], vw[B];
+        for (size_t b = 0; b < B; ++b) {
+            v[b] = LoadRow(df, x + b * kGroup + slot * lanes);
+            if constexpr (kSmooth) vs[b] = xs == x ? v[b] : LoadRow(df, xs + b * kGroup + slot * lanes);
+            if constexpr (kWeighted) vw[b] = hn::LoadU(df, w + b * kGroup + slot * lanes);
+        }
+        AccumulateSlot<B, kSmooth, kWeighted>(df, v, vs, vw, st[slot], ordinary);
+    }
+}
+
+// The row's lse in double, plain: only for rows whose max is not above the lowest float (all -inf gives NaN).
 template <typename T>
-double ScalarLogSumExp(const T *x, int64_t c) {
+double PlainLogSumExp(const T *x, int64_t c) {
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < c; ++j) m = std::max(m, static_cast<double>(LoadScalar(x + j)));
     double s = 0.0;
@@ -213,106 +331,132 @@ double ScalarLogSumExp(const T *x, int64_t c) {
     return m + std::log(s);
 }
 
-template <typename T>
-double RowLogSumExp(const T *x, int64_t c) {
-    const DF d;
-    const DD dd;
-    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+struct RowResult {
+    double lse;
+    double weighted_log_prob_sum;
+};
+
+template <typename T, bool kSmooth, bool kWeighted>
+RowResult RowPass1(const T *x, int64_t c, const float *weight) {
+    const DF df;
+    constexpr size_t kMaxSlots = kGroup;  // SCALAR: 16 one-lane slots
+    const size_t lanes = hn::Lanes(df);
+    const size_t slots = kGroup / lanes;
     constexpr float kLowest = std::numeric_limits<float>::lowest();
-    VF m = hn::Set(d, kLowest);
-    VD s_lo = hn::Zero(dd), s_hi = hn::Zero(dd);
-    MF ordinary = hn::Eq(m, m);  // all true
+    LaneState st[kMaxSlots];
+    for (size_t k = 0; k < slots; ++k) st[k] = {hn::Set(df, kLowest), ZeroLanes(), ZeroLanes(), ZeroLanes()};
+    MF ordinary = hn::Eq(hn::Zero(df), hn::Zero(df));  // all true
+    constexpr int64_t kBlock = static_cast<int64_t>(kGroup * kBlockGroups);
     int64_t j = 0;
-    for (; j + static_cast<int64_t>(kBlock) * lanes <= c; j += static_cast<int64_t>(kBlock) * lanes) {
-        VF v[kBlock];
-        for (size_t k = 0; k < kBlock; ++k) v[k] = LoadRow(d, x + j + static_cast<int64_t>(k) * lanes);
-        AccumulateBlock<kBlock>(d, v, m, s_lo, s_hi, ordinary);
+    for (; j + kBlock <= c; j += kBlock) {
+        AccumulateGroups<kBlockGroups, kSmooth, kWeighted>(df, x + j, x + j, kWeighted ? weight + j : nullptr, st,
+                                                           ordinary);
     }
-    for (; j + lanes <= c; j += lanes) {
-        const VF v[1] = {LoadRow(d, x + j)};
-        AccumulateBlock<1>(d, v, m, s_lo, s_hi, ordinary);
+    for (; j + static_cast<int64_t>(kGroup) <= c; j += kGroup) {
+        AccumulateGroups<1, kSmooth, kWeighted>(df, x + j, x + j, kWeighted ? weight + j : nullptr, st, ordinary);
     }
     if (j < c) {
-        // The tail, padded with -inf: it moves no max and adds exp(-86) ~ 4e-38 per lane, invisible next to 1.
-        HWY_ALIGN float padded[HWY_MAX_BYTES / sizeof(float)];
-        for (int64_t k = 0; k < lanes; ++k) {
-            padded[k] = j + k < c ? LoadScalar(x + j + k) : -std::numeric_limits<float>::infinity();
+        // The tail as one group, through buffers: -inf moves no max and adds exp(-86) ~ 4e-38 (clamped) to its
+        // lane, invisible next to the lane's own exp(0) = 1; 0 with weight 0 adds nothing to the smoothing sums.
+        HWY_ALIGN T padded[kGroup];
+        HWY_ALIGN T zero_padded[kGroup];
+        HWY_ALIGN float w_padded[kGroup];
+        const float minus_inf = -std::numeric_limits<float>::infinity();
+        for (size_t k = 0; k < kGroup; ++k) {
+            const bool inside = j + static_cast<int64_t>(k) < c;
+            if constexpr (std::is_same_v<T, float>) {
+                padded[k] = inside ? x[j + k] : minus_inf;
+            } else {
+                const uint16_t bits = std::is_same_v<T, hwy::float16_t> ? 0xfc00u : 0xff80u;  // -inf
+                std::memcpy(&padded[k], inside ? static_cast<const void *>(x + j + k) : &bits, 2);
+            }
+            std::memset(&zero_padded[k], 0, sizeof(T));
+            if (inside) std::memcpy(&zero_padded[k], x + j + k, sizeof(T));
+            w_padded[k] = inside && kWeighted ? weight[j + k] : 0.0f;
         }
-        const VF v[1] = {hn::Load(d, padded)};
-        AccumulateBlock<1>(d, v, m, s_lo, s_hi, ordinary);
+        AccumulateGroups<1, kSmooth, kWeighted>(df, padded, kSmooth ? zero_padded : padded, w_padded, st, ordinary);
     }
-    if (!hn::AllTrue(d, ordinary)) return std::numeric_limits<double>::quiet_NaN();
+    RowResult result{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+    if (!hn::AllTrue(df, ordinary)) return result;
 
-    // Combine the lanes in double, in lane order (fixed, so the result does not depend on anything but the row).
-    HWY_ALIGN float lane_max[HWY_MAX_BYTES / sizeof(float)];
-    HWY_ALIGN double lane_sum[HWY_MAX_BYTES / sizeof(float)];
-    hn::Store(m, d, lane_max);
-    hn::Store(s_lo, dd, lane_sum);
-    hn::Store(s_hi, dd, lane_sum + lanes / 2);
-    float row_max = kLowest;
-    for (int64_t k = 0; k < lanes; ++k) row_max = std::max(row_max, lane_max[k]);
-    if (!(row_max > kLowest)) return ScalarLogSumExp(x, c);
-    double sum = 0.0;
-    for (int64_t k = 0; k < lanes; ++k) {
-        if (lane_sum[k] != 0.0) sum += lane_sum[k] * std::exp(static_cast<double>(lane_max[k]) - row_max);
+    // Combine the lanes in double, in logical lane order: the same on every target.
+    HWY_ALIGN float lane_max[kGroup];
+    HWY_ALIGN double lane_sum[kGroup];
+    for (size_t k = 0; k < slots; ++k) {
+        hn::Store(st[k].m, df, lane_max + k * lanes);
+        StoreLanes(st[k].s, lane_sum + k * lanes);
     }
-    return row_max + std::log(sum);
+    float row_max = kLowest;
+    for (size_t k = 0; k < kGroup; ++k) row_max = std::max(row_max, lane_max[k]);
+    double lse;
+    if (!(row_max > kLowest)) {
+        lse = PlainLogSumExp(x, c);
+    } else {
+        double sum = 0.0;
+        for (size_t k = 0; k < kGroup; ++k) {
+            if (lane_sum[k] != 0.0) sum += lane_sum[k] * std::exp(static_cast<double>(lane_max[k]) - row_max);
+        }
+        lse = static_cast<double>(row_max) + std::log(sum);
+    }
+    result.lse = lse;
+    result.weighted_log_prob_sum = 0.0;
+    if constexpr (kSmooth) {
+        // sum_j w_j (x_j - lse) = sum w x - lse * sum w, each sum combined in lane order.
+        HWY_ALIGN double lane_wx[kGroup];
+        HWY_ALIGN double lane_w[kGroup];
+        for (size_t k = 0; k < slots; ++k) {
+            StoreLanes(st[k].wx, lane_wx + k * lanes);
+            StoreLanes(st[k].w, lane_w + k * lanes);
+        }
+        double wx = 0.0, w = 0.0;
+        for (size_t k = 0; k < kGroup; ++k) {
+            wx += lane_wx[k];
+            w += lane_w[k];
+        }
+        if constexpr (!kWeighted) w = static_cast<double>(c);
+        result.weighted_log_prob_sum = wx - lse * w;
+    }
+    return result;
 }
 
-// Pass 2: logProb = x - lse in fp32, rounded once at the store; with kSmoothing also sum_j w_j * logProb_j.
+// ---- pass 2 ------------------------------------------------------------------------------------------------------
+
+// logProb = x - lse in fp32, rounded once at the store (element-wise, so the vector width changes no value).
 // kStream (fp32 only) writes whole aligned vectors with non-temporal stores: the output then does not displace the
 // input rows from the caches nor cost a read-for-ownership of each destination line.
-template <typename T, bool kSmoothing, bool kStream>
-double WriteLogProb(const T *x, T *out, int64_t c, float lse, const float *weight) {
-    const DF d;
-    const DD dd;
-    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-    const VF lse_v = hn::Set(d, lse);
-    VD sum_lo = hn::Zero(dd), sum_hi = hn::Zero(dd);
-    double scalar_sum = 0.0;
-    auto scalar_element = [&](int64_t j) {
-        const float log_prob = LoadScalar(x + j) - lse;
-        if constexpr (kSmoothing) scalar_sum += static_cast<double>(weight ? weight[j] : 1.0f) * log_prob;
-        StoreScalar(log_prob, out + j);
-    };
+template <typename T, bool kStream>
+void WriteLogProb(const T *x, T *out, int64_t c, float lse) {
+    const DF df;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+    const VF lse_v = hn::Set(df, lse);
     int64_t j = 0;
     if constexpr (kStream) {
         const uintptr_t vector_bytes = static_cast<uintptr_t>(lanes) * sizeof(T);
-        while (j < c && reinterpret_cast<uintptr_t>(out + j) % vector_bytes != 0) scalar_element(j++);
-    }
-    auto vector_element = [&](int64_t at, VF &block_sum) {
-        const VF log_prob = hn::Sub(LoadRow(d, x + at), lse_v);
-        if constexpr (kSmoothing) {
-            block_sum = weight ? hn::MulAdd(hn::LoadU(d, weight + at), log_prob, block_sum) : hn::Add(block_sum, log_prob);
+        if (reinterpret_cast<uintptr_t>(out) % sizeof(T) == 0) {
+            while (j < c && reinterpret_cast<uintptr_t>(out + j) % vector_bytes != 0) {
+                StoreScalar(LoadScalar(x + j) - lse, out + j);
+                ++j;
+            }
+            for (; j + 4 * lanes <= c; j += 4 * lanes) {
+                // Four loads before four stores: out may be x itself, and each element is read before written.
+                const VF v0 = hn::Sub(LoadRow(df, x + j), lse_v);
+                const VF v1 = hn::Sub(LoadRow(df, x + j + lanes), lse_v);
+                const VF v2 = hn::Sub(LoadRow(df, x + j + 2 * lanes), lse_v);
+                const VF v3 = hn::Sub(LoadRow(df, x + j + 3 * lanes), lse_v);
+                hn::Stream(v0, df, out + j);
+                hn::Stream(v1, df, out + j + lanes);
+                hn::Stream(v2, df, out + j + 2 * lanes);
+                hn::Stream(v3, df, out + j + 3 * lanes);
+            }
+            for (; j + lanes <= c; j += lanes) hn::Stream(hn::Sub(LoadRow(df, x + j), lse_v), df, out + j);
         }
-        if constexpr (kStream) {
-            hn::Stream(log_prob, d, out + at);
-        } else {
-            StoreRow(d, log_prob, out + at);
-        }
-    };
-    const int64_t block = static_cast<int64_t>(kBlock) * lanes;
-    for (; j + block <= c; j += block) {
-        VF block_sum = hn::Zero(d);
-        for (int64_t k = 0; k < block; k += lanes) vector_element(j + k, block_sum);
-        if constexpr (kSmoothing) AddToDouble(d, block_sum, sum_lo, sum_hi);
     }
-    VF block_sum = hn::Zero(d);
-    for (; j + lanes <= c; j += lanes) vector_element(j, block_sum);
-    for (; j < c; ++j) scalar_element(j);
-    if constexpr (!kSmoothing) return 0.0;
-    AddToDouble(d, block_sum, sum_lo, sum_hi);
-    HWY_ALIGN double lane_sum[HWY_MAX_BYTES / sizeof(float)];
-    hn::Store(sum_lo, dd, lane_sum);
-    hn::Store(sum_hi, dd, lane_sum + lanes / 2);
-    double sum = 0.0;
-    for (int64_t k = 0; k < lanes; ++k) sum += lane_sum[k];
-    return sum + scalar_sum;
+    for (; j + lanes <= c; j += lanes) StoreRow(df, hn::Sub(LoadRow(df, x + j), lse_v), out + j);
+    for (; j < c; ++j) StoreScalar(LoadScalar(x + j) - lse, out + j);
 }
 
-template <typename T, bool kSmoothing, bool kStream>
+template <typename T, bool kSmooth, bool kWeighted, bool kStream>
 void Rows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
-    const float *weight = kSmoothing ? args.weight : nullptr;
     for (int64_t i = row_begin; i < row_end; ++i) {
         const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
         T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
@@ -323,22 +467,34 @@ void Rows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
             continue;
         }
         // Prefetching the next row is left to the hardware: both passes walk memory forward in unit steps.
-        const double lse = RowLogSumExp(x, args.c);
-        row.lse = lse;
-        row.weighted_log_prob_sum = WriteLogProb<T, kSmoothing, kStream>(x, out, args.c, static_cast<float>(lse), weight);
+        const RowResult r = RowPass1<T, kSmooth, kWeighted>(x, args.c, args.weight);
+        row.lse = r.lse;
+        row.weighted_log_prob_sum = r.weighted_log_prob_sum;
+        WriteLogProb<T, kStream>(x, out, args.c, static_cast<float>(r.lse));
     }
     if constexpr (kStream) hwy::FlushStream();
 }
 
+template <typename T, bool kStream>
+void RowsOfKind(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
+    if (!args.smoothing) {
+        Rows<T, false, false, kStream>(args, row_begin, row_end);
+    } else if (args.weight == nullptr) {
+        Rows<T, true, false, kStream>(args, row_begin, row_end);
+    } else {
+        Rows<T, true, true, kStream>(args, row_begin, row_end);
+    }
+}
+
 template <typename T>
 void RowsOfType(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> && kCanStream) {
         if (args.stream_stores) {
-            args.smoothing ? Rows<T, true, true>(args, row_begin, row_end) : Rows<T, false, true>(args, row_begin, row_end);
+            RowsOfKind<T, true>(args, row_begin, row_end);
             return;
         }
     }
-    args.smoothing ? Rows<T, true, false>(args, row_begin, row_end) : Rows<T, false, false>(args, row_begin, row_end);
+    RowsOfKind<T, false>(args, row_begin, row_end);
 }
 
 void LossRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
@@ -355,9 +511,10 @@ void LossRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
     }
 }
 
+#undef OPENACLNN_LOSS_SOFT_F16
+
 }  // namespace openaclnn::cross_entropy_loss::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-#endif  // HWY_TARGET != HWY_SCALAR
 
 #if HWY_ONCE
 namespace openaclnn::cross_entropy_loss {
@@ -374,6 +531,7 @@ struct HighwayEntry {
     LossKernelInfo info;
 };
 
+// Best first. SCALAR (or EMU128) is the "scalar" ISA level: the same code, one lane at a time.
 const HighwayEntry kHighwayEntries[] = {
 #if HWY_TARGETS & HWY_AVX3
     {HWY_AVX3, {"hwy:AVX3", 3, SupportsHighway, N_AVX3::LossRows}},
@@ -387,6 +545,12 @@ const HighwayEntry kHighwayEntries[] = {
 #if HWY_TARGETS & HWY_NEON
     {HWY_NEON, {"hwy:NEON", 2, SupportsHighway, N_NEON::LossRows}},
 #endif
+#if HWY_TARGETS & HWY_EMU128
+    {HWY_EMU128, {"hwy:EMU128", 0, SupportsHighway, N_EMU128::LossRows}},
+#endif
+#if HWY_TARGETS & HWY_SCALAR
+    {HWY_SCALAR, {"hwy:SCALAR", 0, SupportsHighway, N_SCALAR::LossRows}},
+#endif
     {0, {nullptr, 0, nullptr, nullptr}},
 };
 
@@ -395,8 +559,15 @@ const HighwayEntry kHighwayEntries[] = {
 int HighwayLossKernels(const LossKernelInfo **out, int capacity) {
     const int64_t supported = hwy::SupportedTargets();
     int count = 0;
+    bool have_scalar_level = false;
     for (const HighwayEntry &entry : kHighwayEntries) {
-        if (entry.info.name != nullptr && (supported & entry.target) != 0 && count < capacity) out[count++] = &entry.info;
+        if (entry.info.name == nullptr || (supported & entry.target) == 0 || count >= capacity) continue;
+        // One kernel per ISA level: EMU128 and SCALAR are both "scalar"; the first listed is kept.
+        if (entry.info.isa_rank == 0) {
+            if (have_scalar_level) continue;
+            have_scalar_level = true;
+        }
+        out[count++] = &entry.info;
     }
     return count;
 }
