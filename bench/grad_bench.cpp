@@ -271,7 +271,6 @@ void RegisterAll() {
     benchmark::RegisterBenchmark("small_call/8x10/fp32/plain", BM_SmallCall)->Unit(benchmark::kMicrosecond);
     for (aclDataType dtype : kDtypes) {
         for (const auto *kernel : openaclnn::cross_entropy::GradKernels()) {
-            if (kernel->isa == openaclnn::cross_entropy::kGradIsaReference) continue;
             const std::string name = std::string("kernel/4096x32000/") + DtypeName(dtype) + "/" + kernel->name;
             benchmark::RegisterBenchmark(name.c_str(), BM_KernelIsa, dtype, kernel)
                 ->UseManualTime()

@@ -7,7 +7,10 @@
 //                     the products, and room for fp32 pairwise sums over rows (the mean denominator) or classes
 //                     (sum of the weights);
 //   underflow      <= 2^-126 * row_scale: exp(x) in fp32 is subnormal below x = -87;
-//   store rounding <= u_out * |value| + denorm_min_out / 2, u_out = eps_out / 2.
+//   store rounding <= u_out * |value| + denorm_min_out / 2, u_out = eps_out / 2 for FLOAT;
+//                     for FLOAT16 and BF16 one whole ulp, eps_out * |value| + denorm_min_out (issue 3: the SIMD
+//                     kernels' short exps give 16-bit results correctly rounded in at least 99.5% of elements and
+//                     never more than one unit in the last place off; tests/kernels checks the 99.5%).
 #ifndef OPENACLNN_TESTS_COMMON_TOLERANCE_H_
 #define OPENACLNN_TESTS_COMMON_TOLERANCE_H_
 
@@ -28,7 +31,8 @@ inline double GradTolerance(aclDataType out_dtype, double reference, double magn
     const double u32 = std::ldexp(1.0, -24);
     const double compute = ComputeErrorUlps(n, c) * u32 * magnitude + std::ldexp(1.0, -126) * row_scale;
     const FloatFormat f = FormatOf(out_dtype);
-    const double store = 0.5 * f.epsilon * (std::fabs(reference) + compute) + 0.5 * f.denorm_min;
+    const double ulps = out_dtype == ACL_FLOAT ? 0.5 : 1.0;
+    const double store = ulps * (f.epsilon * (std::fabs(reference) + compute) + f.denorm_min);
     return compute + store;
 }
 

@@ -194,9 +194,16 @@ TEST(GradOverflow, Float16GoesToInfinity) {
     }
 }
 
-// ---- determinism: bitwise identical output for OPENACLNN_NUM_THREADS = 1, 2, 3 and for any OPENACLNN_MAX_ISA ----
+// ---- determinism: one set of bits whatever OPENACLNN_MAX_ISA, OPENACLNN_NUM_THREADS and the views' layout ----
+//
+// DESIGN.md section 4 and the lead's decision: the output's bits do not depend on the ISA cap, on the thread count,
+// or on the memory layout of the views (a transposed or column-strided logProb/out, a strided weight, out == logProb
+// give exactly the bits of the contiguous layout for the same values). Each probe below runs the same configs in a
+// child process under one environment and one layout, checks every element against the float64 reference (the
+// accuracy contract), and prints one hash of the output's values (in logical [N, C] order) per config; the hashes
+// must be identical across all probes.
 
-std::vector<CaseConfig> DeterminismConfigs() {
+std::vector<CaseConfig> DeterminismConfigs(ViewKind view) {
     std::vector<CaseConfig> configs;
     const int64_t shapes[][2] = {{67, 1031}, {5, 131073}, {3001, 7}, {300, 50}};
     uint64_t k = 0;
@@ -208,19 +215,28 @@ std::vector<CaseConfig> DeterminismConfigs() {
             cfg.label_smoothing = 0.1;
             cfg.zloss = ZlossKind::kWithGradZloss;
             DrawAttributes(&cfg);
+            // The values a config draws do not depend on its layout (grad_cases.cpp draws them first), except for
+            // kBroadcastInputs, which makes every row equal and is not used here.
+            cfg.view = view;
             configs.push_back(cfg);
         }
     }
     return configs;
 }
 
-// Child process: runs the configs (fully checked) and prints one hash per config.
-int DeterminismProbe(const std::vector<std::string> &) {
+// The layouts compared: the contiguous baseline and every other one whose values equal it.
+const ViewKind kDeterminismViews[] = {ViewKind::kContiguous, ViewKind::kStrided, ViewKind::kTransposed,
+                                      ViewKind::kInPlace, ViewKind::kInPlaceAlias};
+
+// Child process: args[0] (optional) is the ViewKind as an integer. Runs the configs (fully checked against the
+// reference) and prints one hash per config.
+int DeterminismProbe(const std::vector<std::string> &args) {
+    const ViewKind view = args.empty() ? ViewKind::kContiguous : static_cast<ViewKind>(std::atoi(args[0].c_str()));
     if (aclInit(nullptr) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS) return 3;
     aclrtStream stream = nullptr;
     if (aclrtCreateStream(&stream) != ACL_SUCCESS) return 3;
     int status = 0;
-    for (const CaseConfig &cfg : DeterminismConfigs()) {
+    for (const CaseConfig &cfg : DeterminismConfigs(view)) {
         uint64_t hash = 0;
         const std::vector<std::string> failures = RunCase(cfg, stream, &hash);
         for (const std::string &f : failures) std::fprintf(stderr, "%s: %s\n", cfg.Describe().c_str(), f.c_str());
@@ -234,23 +250,30 @@ int DeterminismProbe(const std::vector<std::string> &) {
 }
 const ProbeRegistrar kDeterminismProbe("determinism", DeterminismProbe);
 
-std::string ProbeHashes(const std::vector<std::string> &env) {
+std::string ProbeHashes(const std::vector<std::string> &env, ViewKind view = ViewKind::kContiguous) {
     std::string hashes;
-    const int status = RunProbe("determinism", {}, env, &hashes);
-    EXPECT_EQ(status, 0) << "the probe's own checks against the reference failed under "
-                         << ::testing::PrintToString(env);
-    EXPECT_EQ(std::count(hashes.begin(), hashes.end(), '\n'), static_cast<long>(DeterminismConfigs().size()));
+    const int status = RunProbe("determinism", {std::to_string(static_cast<int>(view))}, env, &hashes);
+    EXPECT_EQ(status, 0) << "the probe's own checks against the float64 reference failed under "
+                         << ::testing::PrintToString(env) << " with layout " << ViewKindName(view);
+    EXPECT_EQ(std::count(hashes.begin(), hashes.end(), '\n'),
+              static_cast<long>(DeterminismConfigs(view).size()));
     return hashes;
 }
 
+// The baseline every other run must reproduce: contiguous views, one thread, no ISA cap.
+const std::string &BaselineHashes() {
+    static const std::string baseline = ProbeHashes({"OPENACLNN_NUM_THREADS=1"});
+    return baseline;
+}
+
 TEST(GradDeterminism, BitwiseIdenticalAcrossThreadCounts) {
-    const std::string baseline = ProbeHashes({"OPENACLNN_NUM_THREADS=1"});
-    for (const char *threads : {"OPENACLNN_NUM_THREADS=2", "OPENACLNN_NUM_THREADS=3"}) {
+    const std::string &baseline = BaselineHashes();
+    for (const char *threads : {"OPENACLNN_NUM_THREADS=2", "OPENACLNN_NUM_THREADS=3", "OPENACLNN_NUM_THREADS=5"}) {
         EXPECT_EQ(ProbeHashes({threads}), baseline) << "output differs between OPENACLNN_NUM_THREADS=1 and " << threads;
     }
     // And in this process, with the default thread count.
     std::ostringstream here;
-    for (const CaseConfig &cfg : DeterminismConfigs()) {
+    for (const CaseConfig &cfg : DeterminismConfigs(ViewKind::kContiguous)) {
         uint64_t hash = 0;
         RunAndCheckCase(cfg, TestStream(), &hash);
         char line[32];
@@ -260,18 +283,32 @@ TEST(GradDeterminism, BitwiseIdenticalAcrossThreadCounts) {
     EXPECT_EQ(here.str(), baseline);
 }
 
-// DESIGN.md section 4: results are identical whatever OPENACLNN_MAX_ISA is set to.
-TEST(GradDeterminism, BitwiseIdenticalAcrossSimdIsas) {
-    const std::string baseline = ProbeHashes({"OPENACLNN_NUM_THREADS=2"});
-    for (const char *isa : {"OPENACLNN_MAX_ISA=scalar", "OPENACLNN_MAX_ISA=sse4", "OPENACLNN_MAX_ISA=avx2"}) {
-        EXPECT_EQ(ProbeHashes({"OPENACLNN_NUM_THREADS=3", isa}), baseline) << "output differs under " << isa;
+// Every value OPENACLNN_MAX_ISA takes (a cap above what this CPU has selects its best kernel, which must agree too).
+TEST(GradDeterminism, BitwiseIdenticalAcrossEveryMaxIsa) {
+    const std::string &baseline = BaselineHashes();
+    for (const char *isa : {"OPENACLNN_MAX_ISA=scalar", "OPENACLNN_MAX_ISA=sse4", "OPENACLNN_MAX_ISA=avx2",
+                            "OPENACLNN_MAX_ISA=avx512", "OPENACLNN_MAX_ISA=best"}) {
+        for (const char *threads : {"OPENACLNN_NUM_THREADS=1", "OPENACLNN_NUM_THREADS=3"}) {
+            EXPECT_EQ(ProbeHashes({threads, isa}), baseline) << "output differs under " << isa << " " << threads;
+        }
     }
 }
 
-TEST(GradDeterminism, ReferenceKernelBitwiseIdenticalToSimd) {
-    EXPECT_EQ(ProbeHashes({"OPENACLNN_NUM_THREADS=2", "OPENACLNN_MAX_ISA=reference"}),
-              ProbeHashes({"OPENACLNN_NUM_THREADS=2"}))
-        << "OPENACLNN_MAX_ISA=reference gives other bits than the default kernels";
+// Strided, transposed and in-place views of the same values give the contiguous bits, under every ISA cap and with
+// one or several threads (the strided layouts take the kernel's gather path, split across threads differently).
+TEST(GradDeterminism, BitwiseIdenticalAcrossLayouts) {
+    const std::string &baseline = BaselineHashes();
+    int k = 0;
+    for (const char *isa : {"OPENACLNN_MAX_ISA=scalar", "OPENACLNN_MAX_ISA=sse4", "OPENACLNN_MAX_ISA=avx2",
+                            "OPENACLNN_MAX_ISA=best"}) {
+        for (ViewKind view : kDeterminismViews) {
+            if (view == ViewKind::kContiguous) continue;
+            const char *threads = ++k % 2 ? "OPENACLNN_NUM_THREADS=2" : "OPENACLNN_NUM_THREADS=1";
+            EXPECT_EQ(ProbeHashes({threads, isa}, view), baseline)
+                << "layout " << ViewKindName(view) << " under " << isa << " " << threads
+                << " gives other bits than the contiguous layout";
+        }
+    }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Every gradient kernel this CPU can run (hwy:AVX3, hwy:AVX2, hwy:SSE4, hwy:EMU128, ...) against the reference
-// kernel, called directly through the registry.
+// kernel (the float64 yardstick, not in the registry), called directly through the registry; and every layout
+// (column strides, transposed views, strided weights, in place) bitwise equal to the contiguous one.
 //
 // Tolerances (one table, from the dtype's epsilon):
 //   fp32:      |kernel - reference| <= 4 * 2^-24 * (|exp(x) a| + |b w|)  + 2^-149   (a few ulps of the terms)
@@ -317,7 +318,6 @@ TEST_P(GradKernelTest, LongRowsAndColumnTiles) {
 // The streaming-store path (aligned and misaligned rows), with the threshold lowered to 16 MiB for the test.
 TEST_P(GradKernelTest, StreamingStores) {
     const GradKernelInfo &kernel = *GetParam();
-    if (kernel.isa == kGradIsaReference) GTEST_SKIP();
     struct Restore {
         uint64_t old = SetStreamingThreshold(16ull << 20);
         ~Restore() { SetStreamingThreshold(old); }
@@ -397,7 +397,7 @@ TEST_P(GradKernelTest, Fp32ExpUlp) {
                                                         Ordered(ACL_FLOAT, FloatBits(want[j]))));
     }
     std::printf("[ stats    ] %s fp32 exp max error %lld ulp\n", kernel.name, static_cast<long long>(max_ulp));
-    EXPECT_LE(max_ulp, kernel.isa == kGradIsaReference ? 0 : 2);
+    EXPECT_LE(max_ulp, 2);
     EXPECT_EQ(got[0], 0.0f);
     EXPECT_EQ(got[1], 1.0f);
     EXPECT_EQ(got[2], 1.0f);
@@ -459,7 +459,6 @@ TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
             std::vector<uint8_t> first;
             std::string first_name;
             for (const GradKernelInfo *kernel : GradKernels()) {
-                if (kernel->isa == kGradIsaReference) continue;
                 for (int threads : {1, 2, 3, 5, 8}) {
                     Poison(p.out);
                     GradKernelArgs args = p.Args();
@@ -511,21 +510,150 @@ TEST(GradPlanTest, TilesCoverOutputOnce) {
     }
 }
 
-// Column strides other than 1 fall back to the reference kernel; the registry honours the ISA cap.
+// The registry holds only the SIMD kernels, every one of them takes every layout, and it honours the ISA cap; the
+// reference kernel is reachable for tests only, and OPENACLNN_MAX_ISA=reference is no longer a value.
 TEST(GradKernelRegistry, SelectionAndCap) {
     Problem p = MakeProblem(ACL_FLOAT, 4, 16, kPlain, 5);
     GradKernelArgs args = p.Args();
+    ASSERT_FALSE(GradKernels().empty());
     EXPECT_EQ(&SelectGradKernel(args, kGradIsaBest), GradKernels().front());
-    EXPECT_STREQ(SelectGradKernel(args, kGradIsaReference).name, "reference");
     EXPECT_EQ(SelectGradKernel(args, kGradIsaScalar).isa, kGradIsaScalar);
+    EXPECT_EQ(&SelectGradKernel(args, 0), GradKernels().back());  // below every level: still the portable one
+    for (const GradKernelInfo *kernel : GradKernels()) EXPECT_STRNE(kernel->name, "reference");
+    EXPECT_EQ(GradKernels().back()->isa, kGradIsaScalar);
     args.log_prob_col_stride = 2;
-    EXPECT_STREQ(SelectGradKernel(args, kGradIsaBest).name, "reference");
-    EXPECT_STREQ(GradKernels().back()->name, "reference");
+    args.out_col_stride = -3;
+    args.weight_stride = 5;
+    EXPECT_EQ(&SelectGradKernel(args, kGradIsaBest), GradKernels().front());
+    EXPECT_STREQ(ReferenceGradKernelInfo().name, "reference");
     ASSERT_EQ(setenv("OPENACLNN_MAX_ISA", "sse4", 1), 0);
     EXPECT_EQ(GradIsaCapFromEnv(), kGradIsaSse4);
+    ASSERT_EQ(setenv("OPENACLNN_MAX_ISA", "scalar", 1), 0);
+    EXPECT_EQ(GradIsaCapFromEnv(), kGradIsaScalar);
+    EXPECT_EQ(SelectGradKernel(p.Args()).isa, kGradIsaScalar);
     ASSERT_EQ(setenv("OPENACLNN_MAX_ISA", "reference", 1), 0);
-    EXPECT_STREQ(SelectGradKernel(p.Args()).name, "reference");
+    EXPECT_EQ(GradIsaCapFromEnv(), kGradIsaBest);  // unknown value: ignored (and logged)
+    EXPECT_EQ(&SelectGradKernel(p.Args()), GradKernels().front());
     unsetenv("OPENACLNN_MAX_ISA");
+}
+
+// ---- layouts: any column strides give the contiguous layout's bits ---------------------------------------------
+
+// A strided copy of p's logProb, out and weight: element (i, j) of a view at offset + i * row + j * col.
+struct StridedViews {
+    int64_t in_row = 0, in_col = 1, in_offset = 0;
+    int64_t out_row = 0, out_col = 1, out_offset = 0;
+    int64_t w_stride = 1;
+    bool in_place = false;  // out is the logProb view itself
+};
+
+// Runs kernel on p laid out as v (tiles from a plan of `threads`, or the whole output), and returns the output
+// gathered back into contiguous rows of c; also checks that storage outside the out view is untouched.
+std::vector<uint8_t> RunStrided(const GradKernelInfo &kernel, const Problem &p, const StridedViews &v, int threads) {
+    const size_t es = ElementSize(p.dtype);
+    auto span = [&](int64_t offset, int64_t row, int64_t col) {
+        int64_t lo = offset, hi = offset;
+        for (int64_t corner : {row * (p.n - 1), col * (p.c - 1), row * (p.n - 1) + col * (p.c - 1)}) {
+            lo = std::min(lo, offset + corner);
+            hi = std::max(hi, offset + corner);
+        }
+        EXPECT_GE(lo, 0);
+        return hi + 1;
+    };
+    std::vector<uint8_t> in(span(v.in_offset, v.in_row, v.in_col) * es + 8);
+    std::vector<uint8_t> out(span(v.out_offset, v.out_row, v.out_col) * es + 8);
+    Poison(in);
+    Poison(out);
+    const std::vector<uint8_t> out_poison = out;
+    const uint8_t *src = p.in.data() + p.in_offset * ElementSize(p.dtype);
+    for (int64_t i = 0; i < p.n; ++i) {
+        for (int64_t j = 0; j < p.c; ++j) {
+            std::memcpy(&in[(v.in_offset + i * v.in_row + j * v.in_col) * es], src + (i * p.in_stride + j) * es, es);
+        }
+    }
+    std::vector<float> weight;
+    if (!p.weight.empty()) {
+        weight.assign(p.c * v.w_stride, std::nanf(""));
+        for (int64_t j = 0; j < p.c; ++j) weight[j * v.w_stride] = p.weight[j];
+    }
+    GradKernelArgs args{};
+    args.n = p.n;
+    args.c = p.c;
+    args.dtype = p.dtype;
+    args.log_prob = in.data() + v.in_offset * es;
+    args.log_prob_row_stride = v.in_row;
+    args.log_prob_col_stride = v.in_col;
+    args.out = v.in_place ? in.data() + v.in_offset * es : out.data() + v.out_offset * es;
+    args.out_row_stride = v.in_place ? v.in_row : v.out_row;
+    args.out_col_stride = v.in_place ? v.in_col : v.out_col;
+    args.weight = weight.empty() ? nullptr : weight.data();
+    args.weight_stride = v.w_stride;
+    args.rows = p.rows.data();
+    EXPECT_TRUE(kernel.supports(args));
+    GradPlan plan = MakeGradPlan(args, threads);
+    plan.kernel = &kernel;
+    RunGradPlan(plan, args);
+    std::vector<uint8_t> result(p.n * p.c * es + 8, 0);
+    const uint8_t *res = static_cast<const uint8_t *>(args.out);
+    std::vector<char> in_view(v.in_place ? 0 : out.size() / es, 0);
+    for (int64_t i = 0; i < p.n; ++i) {
+        for (int64_t j = 0; j < p.c; ++j) {
+            const int64_t index = i * args.out_row_stride + j * args.out_col_stride;
+            std::memcpy(&result[(i * p.c + j) * es], res + index * es, es);
+            if (!v.in_place) in_view[v.out_offset + index] = 1;
+        }
+    }
+    for (size_t k = 0; k < in_view.size(); ++k) {
+        if (!in_view[k] && std::memcmp(&out[k * es], &out_poison[k * es], es) != 0) {
+            ADD_FAILURE() << kernel.name << ": storage element " << k << " outside the out view was written";
+            break;
+        }
+    }
+    return result;
+}
+
+TEST_P(GradKernelTest, EveryLayoutGivesTheContiguousBits) {
+    const GradKernelInfo &kernel = *GetParam();
+    uint32_t seed = 7000;
+    for (aclDataType dtype : kDtypes) {
+        for (int64_t c : {1, 2, 5, 17, 67, 511, 512, 513, 1031, 4099}) {
+            for (Variant variant : {kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed}) {
+                const int64_t n = c > 1000 ? 5 : 13;
+                Problem p = MakeProblem(dtype, n, c, variant, ++seed);
+                // Extreme inputs too, so that vectors take the general exp path at layout-dependent places.
+                const double extremes[] = {-200.0, -100.0, -90.0, -INFINITY, NAN, 0.0, 100.0};
+                for (int64_t k = 0; k < 9; ++k) {
+                    const int64_t index = (k * 7919 + seed) % (n * c);
+                    StoreFromDouble(dtype, p.in.data(), (index / c) * p.in_stride + index % c, extremes[k % 7]);
+                }
+                if (!p.weight.empty() && c > 3) p.weight[c / 2] = -p.weight[c / 2];  // a negative weight
+                const std::string what = std::string(kernel.name) + " " + DtypeName(dtype) + " " +
+                                         std::to_string(n) + "x" + std::to_string(c) + " variant " +
+                                         std::to_string(variant) + " seed " + std::to_string(seed);
+                const StridedViews contiguous{c, 1, 0, c, 1, 0, 1, false};
+                const std::vector<uint8_t> want = RunStrided(kernel, p, contiguous, 1);
+                ExpectMatches(p, want.data(), c, ReferenceOutput(p), what + " contiguous");
+                const StridedViews layouts[] = {
+                    {2 * c + 3, 2, 5, c + 1, 1, 2, 1, false},      // logProb column stride 2
+                    {c, 1, 0, 3 * c, 3, 1, 3, false},              // out column stride 3, weight stride 3
+                    {1, n, 0, 1, n, 0, 2, false},                  // both transposed (column-major)
+                    {1, n, 0, 1, n, 0, 1, true},                   // transposed, in place
+                    {2 * c + 1, 2, 3, 0, 0, 0, 1, true},           // column stride 2, in place
+                    {c, 1, 0, -1, n, n - 1, 1, false},             // out column-major, rows reversed (stride -1)
+                    {c, 1, 0, c, 1, 0, 4, false},                  // only the weight strided
+                };
+                int k = 0;
+                for (const StridedViews &v : layouts) {
+                    ++k;
+                    for (int threads : {1, 3}) {
+                        const std::vector<uint8_t> got = RunStrided(kernel, p, v, threads);
+                        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), n * c * ElementSize(dtype)))
+                            << what << ": layout " << k << " with " << threads << " threads differs from contiguous";
+                    }
+                }
+            }
+        }
+    }
 }
 
 }  // namespace

@@ -346,8 +346,6 @@ HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typena
     std::memcpy(out, out_buf, count * sizeof(T));
 }
 
-// out[0, count) from in[0, count); w is the weight of column 0 (kWeightBias only). Reads each input vector before
-// writing the output vector at the same place, so out == in works.
 // The inputs x for which the fast path of ScaledExp is exact for this row: exp(x) * a is then a normal float.
 // With e = ilogb(a): exp(r) a lies in [2^(e-1), 2^(e+1)), and k = round(x / ln2), so x in
 // [(-123 - e) ln2, (124 - e) ln2] keeps the result's exponent within [-124, 125]. Empty (lo > hi) when a is zero,
@@ -431,32 +429,71 @@ HWY_INLINE void ZeroSegment(T *out, size_t count) {
     std::memset(out, 0, count * sizeof(T));  // +0 in every format
 }
 
-// True when every weight in [begin, end) is finite, so that b * w_j is +0 for b == +0.
-HWY_INLINE bool WeightsFinite(const float *w, size_t count) {
+// What the weights of a column range allow, found in one vectorised pass:
+//  finite:   every w_j is finite, so b * w_j is finite for finite b (the fast path of the exp needs no NaN case);
+//  positive: every w_j is finite with its sign bit clear (+0 included), so b * w_j is exactly +0 for b == +0 and
+//            m - b * w_j is m, bit for bit (-0 included), which is what lets a row with b == +0 skip the bias.
+//            A negative weight would make b * w_j = -0, and -0 - (-0) = +0 differs from -0.
+// Both only select among paths that give the same bits, so tiles that see different columns still agree.
+struct WeightTraits {
+    bool finite = true;
+    bool positive = true;
+};
+
+HWY_INLINE WeightTraits WeightsOf(const float *w, size_t count) {
+    WeightTraits traits;
+    if (w == nullptr) return traits;
     const DF df;
+    const DI di;
     const size_t lanes = hn::Lanes(df);
-    auto all = hn::Eq(hn::Zero(df), hn::Zero(df));
+    const VI inf_bits = hn::Set(di, 0x7f800000);
+    auto finite = hn::Eq(hn::Zero(di), hn::Zero(di));
+    auto positive = finite;
     size_t j = 0;
-    for (; j + lanes <= count; j += lanes) all = hn::And(all, hn::IsFinite(hn::LoadU(df, w + j)));
-    bool finite = hn::AllTrue(df, all);
-    for (; j < count; ++j) finite = finite && std::isfinite(w[j]);
-    return finite;
+    for (; j + lanes <= count; j += lanes) {
+        const VI bits = hn::BitCast(di, hn::LoadU(df, w + j));
+        // As signed integers, finite non-negative floats are exactly the bit patterns in [0, 0x7f800000).
+        finite = hn::And(finite, hn::Lt(hn::And(bits, hn::Set(di, 0x7fffffff)), inf_bits));
+        positive = hn::And(positive, hn::Lt(bits, inf_bits));
+    }
+    traits.finite = hn::AllTrue(di, finite);
+    traits.positive = hn::AllTrue(di, hn::And(finite, positive));
+    for (; j < count; ++j) {
+        traits.finite = traits.finite && std::isfinite(w[j]);
+        traits.positive = traits.positive && std::isfinite(w[j]) && !std::signbit(w[j]);
+    }
+    return traits;
 }
 
+// One row's segment with the bias kind the row needs (see BiasKind); w is the weight of column 0 or nullptr.
 template <aclDataType kType>
-void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
+HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
+                                  size_t count, const GradRowCoefficients &row, const float *w, WeightTraits weights,
+                                  bool stream) {
+    if (row.b == 0.0 && !std::signbit(row.b) && weights.positive) {
+        RowSegment<kType, kNoBias>(in, out, count, row, nullptr, weights.finite, stream);
+    } else if (w == nullptr) {
+        RowSegment<kType, kConstBias>(in, out, count, row, nullptr, weights.finite, stream);
+    } else {
+        RowSegment<kType, kWeightBias>(in, out, count, row, w, weights.finite, stream);
+    }
+}
+
+// Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
+template <aclDataType kType>
+void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
     using T = typename Storage<kType>::T;
     const T *in_base = static_cast<const T *>(args.log_prob);
     T *out_base = static_cast<T *>(args.out);
     const size_t count = static_cast<size_t>(tile.col_end - tile.col_begin);
-    if (count == 0) return;
     const bool stream = kCanStream && UseStreamingStores(args);
-    const float *w = args.weight ? args.weight + tile.col_begin : nullptr;
-    const bool weights_finite = w == nullptr || WeightsFinite(w, count);
+    const float *w = args.weight ? args.weight + tile.col_begin * args.weight_stride : nullptr;
+    const WeightTraits weights = WeightsOf(w, count);
     for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
         const GradRowCoefficients &row = args.rows[i];
-        const T *in = in_base + i * args.log_prob_row_stride + tile.col_begin;
-        T *out = out_base + i * args.out_row_stride + tile.col_begin;
+        // (A one-column tile may have any column stride: only its first element is addressed.)
+        const T *in = in_base + i * args.log_prob_row_stride + tile.col_begin * args.log_prob_col_stride;
+        T *out = out_base + i * args.out_row_stride + tile.col_begin * args.out_col_stride;
         if (row.kind == kRowZero) {
             ZeroSegment(out, count);
             continue;
@@ -464,19 +501,76 @@ void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
         // The target column is recomputed in double at the end; read its input first (out may be logProb).
         const bool has_col = row.col >= tile.col_begin && row.col < tile.col_end;
         const T x_col = has_col ? in[row.col - tile.col_begin] : T{};
-        if (row.b == 0.0 && !std::signbit(row.b) && weights_finite) {
-            RowSegment<kType, kNoBias>(in, out, count, row, nullptr, weights_finite, stream);
-        } else if (w == nullptr) {
-            RowSegment<kType, kConstBias>(in, out, count, row, nullptr, weights_finite, stream);
-        } else {
-            RowSegment<kType, kWeightBias>(in, out, count, row, w, weights_finite, stream);
-        }
+        RowSegmentAnyBias<kType>(in, out, count, row, w, weights, stream);
         if (has_col) {
             const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
             StoreTargetElement(kType, &x_col, out + (row.col - tile.col_begin), row, weight);
         }
     }
     if (stream) hwy::FlushStream();
+}
+
+// Any other layout (a column stride other than 1 for logProb or out, e.g. a transposed view, or a strided weight):
+// the tile is cut into chunks of kGatherColumns columns; for each chunk the weights are gathered once into a stack
+// buffer, then for each row the chunk of logProb is gathered, run through exactly the contiguous code above
+// (RowSegmentAnyBias, StoreTargetElement) into a second buffer, and scattered to out. Every element therefore gets
+// the bits the contiguous layout gives it: no element depends on its neighbours, on where a vector starts or on
+// which path (fast or general exp, vector or partial tail) its vector took (see ScaledExp and RowPartial).
+// Chunk-outer, row-inner order keeps a column-major view cache-friendly: consecutive rows of one chunk lie in the
+// same cache lines. The row is gathered before anything of it is written, so out == logProb works.
+constexpr size_t kGatherColumns = 512;  // 2 KiB of fp32 per buffer; a multiple of every vector's lane count
+
+template <aclDataType kType>
+void GradTileGathered(const GradKernelArgs &args, const GradTile &tile) {
+    using T = typename Storage<kType>::T;
+    const T *in_base = static_cast<const T *>(args.log_prob);
+    T *out_base = static_cast<T *>(args.out);
+    alignas(HWY_MAX_BYTES) T in_buf[kGatherColumns];
+    alignas(HWY_MAX_BYTES) T out_buf[kGatherColumns];
+    alignas(HWY_MAX_BYTES) float w_buf[kGatherColumns];
+    const int64_t in_cs = args.log_prob_col_stride;
+    const int64_t out_cs = args.out_col_stride;
+    for (int64_t j0 = tile.col_begin; j0 < tile.col_end; j0 += static_cast<int64_t>(kGatherColumns)) {
+        const size_t count = static_cast<size_t>(HWY_MIN(tile.col_end - j0, static_cast<int64_t>(kGatherColumns)));
+        const float *w = nullptr;
+        if (args.weight != nullptr) {
+            for (size_t k = 0; k < count; ++k) {
+                w_buf[k] = args.weight[(j0 + static_cast<int64_t>(k)) * args.weight_stride];
+            }
+            w = w_buf;
+        }
+        const WeightTraits weights = WeightsOf(w, count);
+        for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
+            const GradRowCoefficients &row = args.rows[i];
+            T *out = out_base + i * args.out_row_stride + j0 * out_cs;
+            if (row.kind == kRowZero) {
+                for (size_t k = 0; k < count; ++k) out[static_cast<int64_t>(k) * out_cs] = T{};  // +0
+                continue;
+            }
+            const T *in = in_base + i * args.log_prob_row_stride + j0 * in_cs;
+            for (size_t k = 0; k < count; ++k) in_buf[k] = in[static_cast<int64_t>(k) * in_cs];
+            RowSegmentAnyBias<kType>(in_buf, out_buf, count, row, w, weights, /*stream=*/false);
+            if (row.col >= j0 && row.col < j0 + static_cast<int64_t>(count)) {
+                const size_t k = static_cast<size_t>(row.col - j0);
+                StoreTargetElement(kType, &in_buf[k], &out_buf[k], row, w ? static_cast<double>(w[k]) : 1.0);
+            }
+            for (size_t k = 0; k < count; ++k) out[static_cast<int64_t>(k) * out_cs] = out_buf[k];
+        }
+    }
+}
+
+template <aclDataType kType>
+void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
+    const int64_t count = tile.col_end - tile.col_begin;
+    if (count <= 0 || tile.row_end <= tile.row_begin) return;
+    // One column needs no column stride at all (the weight is read at its own index).
+    const bool contiguous = count == 1 || (args.log_prob_col_stride == 1 && args.out_col_stride == 1 &&
+                                           (args.weight == nullptr || args.weight_stride == 1));
+    if (contiguous) {
+        GradTileContiguous<kType>(args, tile);
+    } else {
+        GradTileGathered<kType>(args, tile);
+    }
 }
 
 void GradKernel(const GradKernelArgs &args, const GradTile &tile) {

@@ -77,13 +77,10 @@ void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b
 
 namespace {
 
-// Contiguous rows (column stride 1 for logProb and out, weight contiguous): the SIMD kernels' domain. Strided
-// columns fall back to the reference kernel.
+// Every layout: contiguous rows stream directly, any other column strides go through the same vector code via
+// stack buffers (grad_hwy-inl.h, GradTileGathered), so that every layout gets the same bits.
 bool HwySupports(const GradKernelArgs &args) {
-    if (args.dtype != ACL_FLOAT && args.dtype != ACL_FLOAT16 && args.dtype != ACL_BF16) return false;
-    if (args.c > 1 && (args.log_prob_col_stride != 1 || args.out_col_stride != 1)) return false;
-    if (args.weight != nullptr && args.c > 1 && args.weight_stride != 1) return false;
-    return true;
+    return args.dtype == ACL_FLOAT || args.dtype == ACL_FLOAT16 || args.dtype == ACL_BF16;
 }
 
 struct HwyKernelEntry {

@@ -61,10 +61,10 @@ struct GradTile {
 
 using GradKernelFn = void (*)(const GradKernelArgs &args, const GradTile &tile);
 
-// Instruction-set levels, for OPENACLNN_MAX_ISA. A kernel runs only when its level is at most the cap.
+// Instruction-set levels, for OPENACLNN_MAX_ISA. A kernel runs only when its level is at most the cap. Every level
+// runs the same operations in the same order (grad_hwy-inl.h), so the cap changes speed, never a bit of the output.
 enum GradIsa : int {
-    kGradIsaReference = 0,  // the reference kernel (OPENACLNN_MAX_ISA=reference forces it)
-    kGradIsaScalar = 1,     // Highway EMU128/SCALAR: portable C++ ("scalar")
+    kGradIsaScalar = 1,     // Highway EMU128/SCALAR: portable C++ ("scalar"), the lowest cap
     kGradIsaSse4 = 2,       // SSE4 (NEON on Arm)
     kGradIsaAvx2 = 3,       // AVX2 + FMA + F16C (SVE)
     kGradIsaAvx512 = 4,     // AVX-512 F/VL/DQ/BW (SVE2)
@@ -72,18 +72,23 @@ enum GradIsa : int {
 };
 
 // One entry of the kernel registry (grad_registry.cpp). The registry walks its list in order and takes the first
-// kernel whose `supports` accepts the arguments and whose ISA is within OPENACLNN_MAX_ISA; the reference kernel,
-// last, supports everything.
+// kernel whose `supports` accepts the arguments and whose ISA is within OPENACLNN_MAX_ISA; the last one (the
+// portable Highway target) supports every layout and is taken whatever the cap.
 struct GradKernelInfo {
-    const char *name;  // e.g. "reference", "hwy:AVX3"
+    const char *name;  // e.g. "hwy:AVX3", "hwy:EMU128"
     bool (*supports)(const GradKernelArgs &args);
     GradKernelFn run;
     int isa;  // GradIsa
 };
 
 // The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to
-// the output type. Any strides. Slow and exact: the fallback and the yardstick.
+// the output type. Any strides. Slow and exact: the yardstick the kernel tests measure every registered kernel
+// against. It is not in the registry and never runs inside the operator (its bits differ from the SIMD kernels',
+// which all agree with each other); tests call it directly, or through ReferenceGradKernelInfo().
 void ReferenceGradKernel(const GradKernelArgs &args, const GradTile &tile);
+
+// The reference kernel as a registry entry (isa 0), for tests that drive a kernel through a GradPlan.
+const GradKernelInfo &ReferenceGradKernelInfo();
 
 // Picks the kernel for args (honours OPENACLNN_MAX_ISA and logs the choice at OPENACLNN_LOG=info).
 const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args);
@@ -91,11 +96,11 @@ const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args);
 // The same with an explicit cap (a GradIsa) instead of OPENACLNN_MAX_ISA; logs nothing.
 const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args, int max_isa);
 
-// OPENACLNN_MAX_ISA as a GradIsa: unset or empty gives kGradIsaBest; "reference", "scalar" (or "emu128"),
-// "sse4", "avx2", "avx512" (or "avx3"); anything else gives kGradIsaBest and a warning in the log.
+// OPENACLNN_MAX_ISA as a GradIsa: unset or empty gives kGradIsaBest; "scalar" (or "emu128"), "sse4", "avx2",
+// "avx512" (or "avx3"), "best"; anything else gives kGradIsaBest and a warning in the log.
 int GradIsaCapFromEnv();
 
-// Every kernel this CPU can run, best first, the reference kernel last (tests and benchmarks iterate over it).
+// Every kernel this CPU can run, best first, the portable one last (tests and benchmarks iterate over it).
 const std::vector<const GradKernelInfo *> &GradKernels();
 
 // The SIMD kernels this CPU can run, best first (grad_hwy.cpp).

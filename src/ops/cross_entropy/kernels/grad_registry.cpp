@@ -1,8 +1,9 @@
 // The one place that decides which gradient kernel runs. Tests, benchmarks and the CLI all go through it.
 //
-// Order: the Highway kernels this CPU can run, best ISA first, then the reference kernel, which supports every
-// layout. OPENACLNN_MAX_ISA caps the ISA; OPENACLNN_LOG=info names the kernel picked, debug also every kernel
-// passed over and why.
+// Order: the Highway kernels this CPU can run, best ISA first; the last (EMU128 or SCALAR, always built) is taken
+// whatever the cap. All of them handle every layout and give the same bits. The double-precision reference kernel
+// is not a run-time choice: it is the tests' yardstick (ReferenceGradKernelInfo). OPENACLNN_MAX_ISA caps the ISA;
+// OPENACLNN_LOG=info names the kernel picked, debug also every kernel passed over and why.
 #include <cstdlib>
 #include <cstring>
 #include <strings.h>
@@ -15,12 +16,10 @@ namespace {
 
 bool SupportsAll(const GradKernelArgs &) { return true; }
 
-const GradKernelInfo kReferenceKernel = {"reference", SupportsAll, ReferenceGradKernel, kGradIsaReference};
+const GradKernelInfo kReferenceKernel = {"reference", SupportsAll, ReferenceGradKernel, 0};
 
 const char *IsaName(int isa) {
     switch (isa) {
-        case kGradIsaReference:
-            return "reference";
         case kGradIsaScalar:
             return "scalar";
         case kGradIsaSse4:
@@ -49,12 +48,10 @@ const char *DtypeName(aclDataType dtype) {
 
 }  // namespace
 
+const GradKernelInfo &ReferenceGradKernelInfo() { return kReferenceKernel; }
+
 const std::vector<const GradKernelInfo *> &GradKernels() {
-    static const std::vector<const GradKernelInfo *> kernels = [] {
-        std::vector<const GradKernelInfo *> list = HwyGradKernels();
-        list.push_back(&kReferenceKernel);
-        return list;
-    }();
+    static const std::vector<const GradKernelInfo *> kernels = HwyGradKernels();
     return kernels;
 }
 
@@ -65,24 +62,23 @@ int GradIsaCapFromEnv() {
         const char *name;
         int isa;
     };
-    static const Name kNames[] = {{"reference", kGradIsaReference}, {"scalar", kGradIsaScalar},
-                                  {"emu128", kGradIsaScalar},       {"sse4", kGradIsaSse4},
-                                  {"neon", kGradIsaSse4},           {"avx2", kGradIsaAvx2},
-                                  {"sve", kGradIsaAvx2},            {"avx512", kGradIsaAvx512},
-                                  {"avx3", kGradIsaAvx512},         {"sve2", kGradIsaAvx512},
-                                  {"best", kGradIsaBest},           {"native", kGradIsaBest}};
+    static const Name kNames[] = {{"scalar", kGradIsaScalar}, {"emu128", kGradIsaScalar}, {"sse4", kGradIsaSse4},
+                                  {"neon", kGradIsaSse4},     {"avx2", kGradIsaAvx2},     {"sve", kGradIsaAvx2},
+                                  {"avx512", kGradIsaAvx512}, {"avx3", kGradIsaAvx512},   {"sve2", kGradIsaAvx512},
+                                  {"best", kGradIsaBest},     {"native", kGradIsaBest}};
     for (const Name &name : kNames) {
         if (strcasecmp(value, name.name) == 0) return name.isa;
     }
-    Log(1, "OPENACLNN_MAX_ISA=%s is not one of reference, scalar, sse4, avx2, avx512, best: ignored", value);
+    Log(1, "OPENACLNN_MAX_ISA=%s is not one of scalar, sse4, avx2, avx512, best: ignored", value);
     return kGradIsaBest;
 }
 
 const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args, int max_isa) {
-    for (const GradKernelInfo *kernel : GradKernels()) {
+    const std::vector<const GradKernelInfo *> &kernels = GradKernels();
+    for (const GradKernelInfo *kernel : kernels) {
         if (kernel->isa <= max_isa && kernel->supports(args)) return *kernel;
     }
-    return kReferenceKernel;
+    return *kernels.back();  // the portable target: every layout, any cap
 }
 
 const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args) {
@@ -92,7 +88,7 @@ const GradKernelInfo &SelectGradKernel(const GradKernelArgs &args) {
         for (const GradKernelInfo *kernel : GradKernels()) {
             if (kernel == &chosen) break;
             Log(2, "cross-entropy grad: skipped kernel %s: %s", kernel->name,
-                kernel->isa > cap ? "above OPENACLNN_MAX_ISA" : "does not support this layout (column stride != 1)");
+                kernel->isa > cap ? "above OPENACLNN_MAX_ISA" : "does not support these arguments");
         }
     }
     if (LogLevel() >= 1) {
