@@ -69,7 +69,6 @@ using DU = hn::RebindToUnsigned<DF>;
 using D16 = hn::Rebind<uint16_t, DF>;
 using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
-using MF = hn::Mask<DF>;
 
 // Targets whose Highway fp16 conversions are emulated (Highway 1.0: no inf/NaN, no round to nearest even) use
 // exact integer sequences; the others have hardware conversions (F16C, NEON).
@@ -96,20 +95,21 @@ constexpr bool kCanStream = false;
 HWY_INLINE VF ExpNonPositive(DF df, VF y) {
     const DI di;
     const VF magic = hn::Set(df, 12582912.0f);
-    y = hn::Max(y, hn::Set(df, -86.0f));
+    const VF lowest = hn::Set(df, -86.0f);
+    y = hn::Max(y, lowest);
     const VF t = hn::Add(hn::Mul(y, hn::Set(df, 1.44269504088896341f)), magic);
     const VF kf = hn::Sub(t, magic);
-    const VI k = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, magic));
     VF r = hn::Sub(y, hn::Mul(kf, hn::Set(df, 0.693145751953125f)));
     r = hn::Sub(r, hn::Mul(kf, hn::Set(df, 1.42860676533018708e-6f)));
-    VF s = hn::Set(df, 0x1.6a23ccp-10f);
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.123a2p-7f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.5558f2p-5f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.555492p-3f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.fffffcp-2f));
+    VF s = hn::Set(df, 0x1.106256p-7f);
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.572a68p-5f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.5557bp-3f));
+    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.fffdfcp-2f));
     s = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
     const VF p = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
-    return hn::BitCast(df, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(k)));
+    // t's low bits hold k + 2^22 (t = 1.5 * 2^23 + k); shifted left by 23 only k survives mod 2^32 (the low 9 bits
+    // of 1.5 * 2^23's representation are zero), so k's exponent increment comes from t's bits in one shift.
+    return hn::BitCast(df, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, t))));
 }
 
 // ---- per-lane double accumulators --------------------------------------------------------------------------------
@@ -121,11 +121,6 @@ struct DoubleLanes {
     hn::Vec<DD> v;
 };
 HWY_INLINE DoubleLanes ZeroLanes() { return {hn::Zero(DD())}; }
-// acc = acc * scale + add, per lane, two roundings (no FMA).
-HWY_INLINE void ScaleAdd(DoubleLanes &acc, VF scale, VF add) {
-    const DD dd;
-    acc.v = hn::Add(hn::Mul(acc.v, hn::PromoteTo(dd, scale)), hn::PromoteTo(dd, add));
-}
 HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) { acc.v = hn::Add(acc.v, hn::PromoteTo(DD(), add)); }
 HWY_INLINE void StoreLanes(const DoubleLanes &acc, double *out) { hn::StoreU(acc.v, DD(), out); }
 #else
@@ -135,14 +130,6 @@ struct DoubleLanes {
     hn::Vec<DD> lo, hi;
 };
 HWY_INLINE DoubleLanes ZeroLanes() { return {hn::Zero(DD()), hn::Zero(DD())}; }
-HWY_INLINE void ScaleAdd(DoubleLanes &acc, VF scale, VF add) {
-    const DD dd;
-    const DH dh;
-    acc.lo = hn::Add(hn::Mul(acc.lo, hn::PromoteTo(dd, hn::LowerHalf(dh, scale))),
-                     hn::PromoteTo(dd, hn::LowerHalf(dh, add)));
-    acc.hi = hn::Add(hn::Mul(acc.hi, hn::PromoteTo(dd, hn::UpperHalf(dh, scale))),
-                     hn::PromoteTo(dd, hn::UpperHalf(dh, add)));
-}
 HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) {
     const DD dd;
     const DH dh;
@@ -260,15 +247,67 @@ HWY_INLINE void StoreScalar(float v, T *p) {
     }
 }
 
-// ---- pass 1 ------------------------------------------------------------------------------------------------------
+// ---- pass 2 ------------------------------------------------------------------------------------------------------
 
-// The state of the logical lanes one vector covers.
-struct LaneState {
-    VF m;               // running max
-    DoubleLanes s;      // sum of exp(x - m)
-    DoubleLanes wx;     // smoothing: sum of w x (x without weight)
-    DoubleLanes w;      // smoothing with weight: sum of w
+// Writes logProb = x - lse of one row in fp32, rounded once at the store (element-wise, so neither the vector width
+// nor how the row is cut into calls changes a value). The row is written piecewise while pass 1 reads the next row
+// (Advance), so the stores drain to memory while the exps are computed, and it is still in L2 (two 125 KiB rows).
+// kStream (fp32 on AVX2/AVX-512) writes whole aligned vectors with non-temporal stores: the output then does not
+// displace the input rows from the caches nor cost a read-for-ownership of each destination line.
+template <typename T, bool kStream>
+struct LogProbWriter {
+    const T *x = nullptr;
+    T *out = nullptr;
+    int64_t c = 0;  // 0: nothing to write
+    int64_t j = 0;
+    float lse = 0.0f;
+    bool stream = false;
+
+    HWY_INLINE void ScalarElement() {
+        StoreScalar(LoadScalar(x + j) - lse, out + j);
+        ++j;
+    }
+
+    void Start(const T *row_x, T *row_out, int64_t row_c, float row_lse) {
+        x = row_x;
+        out = row_out;
+        c = row_c;
+        j = 0;
+        lse = row_lse;
+        stream = false;
+        if constexpr (kStream) {
+            const uintptr_t vector_bytes = hn::Lanes(DF()) * sizeof(T);
+            if (reinterpret_cast<uintptr_t>(out) % sizeof(T) == 0) {
+                stream = true;
+                while (j < c && reinterpret_cast<uintptr_t>(out + j) % vector_bytes != 0) ScalarElement();
+            }
+        }
+    }
+
+    // Whole vectors up to element `until` (and never past the row).
+    HWY_INLINE void Advance(int64_t until) {
+        const DF df;
+        const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+        const int64_t end = HWY_MIN(until, c);
+        if (j + lanes > end) return;
+        const VF lse_v = hn::Set(df, lse);
+        if constexpr (kStream) {
+            if (stream) {
+                for (; j + lanes <= end; j += lanes) hn::Stream(hn::Sub(LoadRow(df, x + j), lse_v), df, out + j);
+                return;
+            }
+        }
+        for (; j + lanes <= end; j += lanes) StoreRow(df, hn::Sub(LoadRow(df, x + j), lse_v), out + j);
+    }
+
+    void Finish() {
+        Advance(c);
+        while (j < c) ScalarElement();
+        c = 0;
+    }
 };
+
+// ---- passes A and B: the row's max, then its sum of exps --------------------------------------------------------
 
 HWY_INLINE VF TreeSum(VF *v, size_t count) {
     for (size_t width = 1; width < count; width *= 2) {
@@ -277,23 +316,46 @@ HWY_INLINE VF TreeSum(VF *v, size_t count) {
     return v[0];
 }
 
+// Pass A: the row's max M (an exact operation: any order, any vector width gives the same M, up to the sign of a
+// zero, which changes no value). With a NaN in the row M may be anything; pass B then finds the NaN.
+template <typename T>
+HWY_INLINE float RowMax(const T *x, int64_t c) {
+    const DF df;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+    const VF minus_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+    VF m0 = minus_inf, m1 = minus_inf, m2 = minus_inf, m3 = minus_inf;
+    int64_t j = 0;
+    for (; j + 4 * lanes <= c; j += 4 * lanes) {
+        m0 = hn::Max(m0, LoadRow(df, x + j));
+        m1 = hn::Max(m1, LoadRow(df, x + j + lanes));
+        m2 = hn::Max(m2, LoadRow(df, x + j + 2 * lanes));
+        m3 = hn::Max(m3, LoadRow(df, x + j + 3 * lanes));
+    }
+    for (; j + lanes <= c; j += lanes) m0 = hn::Max(m0, LoadRow(df, x + j));
+    float m = hn::GetLane(hn::MaxOfLanes(df, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3))));
+    for (; j < c; ++j) m = std::max(m, LoadScalar(x + j));
+    return m;
+}
+
+// The state of the logical lanes one vector covers, pass B.
+struct LaneSums {
+    VF y;           // sum of x - M in fp32: only to find NaN (x - M <= 0 otherwise, so it never becomes NaN)
+    DoubleLanes s;  // sum of exp(x - M)
+    DoubleLanes wx; // smoothing: sum of w x (x without weight)
+    DoubleLanes w;  // smoothing with weight: sum of w
+};
+
 // One vector slot of B consecutive groups: x[b] the inputs (-inf padded), xs[b] the inputs for the smoothing sums
 // (0 padded), w[b] their weights (0 padded). The operation order is a function of B and the lane only.
 template <size_t B, bool kSmooth, bool kWeighted>
-HWY_INLINE void AccumulateSlot(DF df, const VF *x, const VF *xs, const VF *w, LaneState &st, MF &ordinary) {
-    const VF inf = hn::Set(df, std::numeric_limits<float>::infinity());
-    VF block_max = x[0];
-    ordinary = hn::And(ordinary, hn::Lt(x[0], inf));  // false for NaN and +inf
-    for (size_t b = 1; b < B; ++b) {
-        block_max = hn::Max(block_max, x[b]);
-        ordinary = hn::And(ordinary, hn::Lt(x[b], inf));
-    }
-    const VF new_max = hn::Max(st.m, block_max);
-    const VF scale = ExpNonPositive(df, hn::Sub(st.m, new_max));  // exactly 1 where the max did not move
-    st.m = new_max;
+HWY_INLINE void AccumulateSlot(DF df, VF row_max, const VF *x, const VF *xs, const VF *w, LaneSums &st) {
     VF e[B];
-    for (size_t b = 0; b < B; ++b) e[b] = ExpNonPositive(df, hn::Sub(x[b], new_max));
-    ScaleAdd(st.s, scale, TreeSum(e, B));
+    for (size_t b = 0; b < B; ++b) {
+        const VF y = hn::Sub(x[b], row_max);
+        st.y = hn::Add(st.y, y);
+        e[b] = ExpNonPositive(df, y);
+    }
+    AddLanes(st.s, TreeSum(e, B));
     if constexpr (kSmooth) {
         VF prod[B];
         for (size_t b = 0; b < B; ++b) prod[b] = kWeighted ? hn::Mul(w[b], xs[b]) : xs[b];
@@ -308,7 +370,7 @@ HWY_INLINE void AccumulateSlot(DF df, const VF *x, const VF *xs, const VF *w, La
 
 // B groups starting at x (and w): every vector slot of the group in turn.
 template <size_t B, bool kSmooth, bool kWeighted, typename T>
-HWY_INLINE void AccumulateGroups(DF df, const T *x, const T *xs, const float *w, LaneState *st, MF &ordinary) {
+HWY_INLINE void AccumulateGroups(DF df, VF row_max, const T *x, const T *xs, const float *w, LaneSums *st) {
     const size_t lanes = hn::Lanes(df);
     for (size_t slot = 0; slot * lanes < kGroup; ++slot) {
         VF v[B], vs[B], vw[B];
@@ -317,18 +379,14 @@ HWY_INLINE void AccumulateGroups(DF df, const T *x, const T *xs, const float *w,
             if constexpr (kSmooth) vs[b] = xs == x ? v[b] : LoadRow(df, xs + b * kGroup + slot * lanes);
             if constexpr (kWeighted) vw[b] = hn::LoadU(df, w + b * kGroup + slot * lanes);
         }
-        AccumulateSlot<B, kSmooth, kWeighted>(df, v, vs, vw, st[slot], ordinary);
+        AccumulateSlot<B, kSmooth, kWeighted>(df, row_max, v, vs, vw, st[slot]);
     }
 }
 
-// The row's lse in double, plain: only for rows whose max is not above the lowest float (all -inf gives NaN).
-template <typename T>
-double PlainLogSumExp(const T *x, int64_t c) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < c; ++j) m = std::max(m, static_cast<double>(LoadScalar(x + j)));
-    double s = 0.0;
-    for (int64_t j = 0; j < c; ++j) s += std::exp(static_cast<double>(LoadScalar(x + j)) - m);
-    return m + std::log(s);
+// Brings [p, p + bytes) towards L2 (the next row, while this one is computed from L2).
+HWY_INLINE void PrefetchBytes(const void *p, size_t bytes) {
+    const char *c = static_cast<const char *>(p);
+    for (size_t k = 0; k < bytes; k += 64) __builtin_prefetch(c + k, 0, 2);
 }
 
 struct RowResult {
@@ -336,28 +394,34 @@ struct RowResult {
     double weighted_log_prob_sum;
 };
 
-template <typename T, bool kSmooth, bool kWeighted>
-RowResult RowPass1(const T *x, int64_t c, const float *weight) {
+// Pass A and B of one row; meanwhile the previous row's logProb is written (previous_row) and the next row is
+// prefetched (next_row, may be null).
+template <typename T, bool kSmooth, bool kWeighted, typename Writer>
+RowResult RowLogSumExp(const T *x, int64_t c, const float *weight, const T *next_row, Writer &previous_row) {
     const DF df;
     constexpr size_t kMaxSlots = kGroup;  // SCALAR: 16 one-lane slots
     const size_t lanes = hn::Lanes(df);
     const size_t slots = kGroup / lanes;
-    constexpr float kLowest = std::numeric_limits<float>::lowest();
-    LaneState st[kMaxSlots];
-    for (size_t k = 0; k < slots; ++k) st[k] = {hn::Set(df, kLowest), ZeroLanes(), ZeroLanes(), ZeroLanes()};
-    MF ordinary = hn::Eq(hn::Zero(df), hn::Zero(df));  // all true
+    const float m = RowMax(x, c);
+    const VF row_max = hn::Set(df, m);
+    LaneSums st[kMaxSlots];
+    for (size_t k = 0; k < slots; ++k) st[k] = {hn::Zero(df), ZeroLanes(), ZeroLanes(), ZeroLanes()};
     constexpr int64_t kBlock = static_cast<int64_t>(kGroup * kBlockGroups);
     int64_t j = 0;
     for (; j + kBlock <= c; j += kBlock) {
-        AccumulateGroups<kBlockGroups, kSmooth, kWeighted>(df, x + j, x + j, kWeighted ? weight + j : nullptr, st,
-                                                           ordinary);
+        AccumulateGroups<kBlockGroups, kSmooth, kWeighted>(df, row_max, x + j, x + j,
+                                                           kWeighted ? weight + j : nullptr, st);
+        previous_row.Advance(j + kBlock);
+        if (next_row != nullptr) PrefetchBytes(next_row + j, kBlock * sizeof(T));
     }
     for (; j + static_cast<int64_t>(kGroup) <= c; j += kGroup) {
-        AccumulateGroups<1, kSmooth, kWeighted>(df, x + j, x + j, kWeighted ? weight + j : nullptr, st, ordinary);
+        AccumulateGroups<1, kSmooth, kWeighted>(df, row_max, x + j, x + j, kWeighted ? weight + j : nullptr, st);
+        if (next_row != nullptr) PrefetchBytes(next_row + j, kGroup * sizeof(T));
     }
     if (j < c) {
-        // The tail as one group, through buffers: -inf moves no max and adds exp(-86) ~ 4e-38 (clamped) to its
-        // lane, invisible next to the lane's own exp(0) = 1; 0 with weight 0 adds nothing to the smoothing sums.
+        // The tail as one group, through buffers: -inf adds exp(-86) ~ 4e-38 (the clamp) to its lane, invisible
+        // next to the row's exp(0) = 1, and -inf to the NaN probe; 0 with weight 0 adds nothing to the smoothing
+        // sums.
         HWY_ALIGN T padded[kGroup];
         HWY_ALIGN T zero_padded[kGroup];
         HWY_ALIGN float w_padded[kGroup];
@@ -374,30 +438,22 @@ RowResult RowPass1(const T *x, int64_t c, const float *weight) {
             if (inside) std::memcpy(&zero_padded[k], x + j + k, sizeof(T));
             w_padded[k] = inside && kWeighted ? weight[j + k] : 0.0f;
         }
-        AccumulateGroups<1, kSmooth, kWeighted>(df, padded, kSmooth ? zero_padded : padded, w_padded, st, ordinary);
+        AccumulateGroups<1, kSmooth, kWeighted>(df, row_max, padded, kSmooth ? zero_padded : padded, w_padded, st);
+        if (next_row != nullptr) PrefetchBytes(next_row + j, static_cast<size_t>(c - j) * sizeof(T));
     }
+    // NaN anywhere, +inf (inf - inf) or all -inf (-inf - -inf) leave a NaN in the probe: lse is NaN, as the
+    // formula gives.
     RowResult result{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
-    if (!hn::AllTrue(df, ordinary)) return result;
+    auto nan = hn::IsNaN(st[0].y);
+    for (size_t k = 1; k < slots; ++k) nan = hn::Or(nan, hn::IsNaN(st[k].y));
+    if (!hn::AllFalse(df, nan)) return result;
 
-    // Combine the lanes in double, in logical lane order: the same on every target.
-    HWY_ALIGN float lane_max[kGroup];
+    // S = sum of the 16 lanes in double, in logical lane order: the same on every target.
     HWY_ALIGN double lane_sum[kGroup];
-    for (size_t k = 0; k < slots; ++k) {
-        hn::Store(st[k].m, df, lane_max + k * lanes);
-        StoreLanes(st[k].s, lane_sum + k * lanes);
-    }
-    float row_max = kLowest;
-    for (size_t k = 0; k < kGroup; ++k) row_max = std::max(row_max, lane_max[k]);
-    double lse;
-    if (!(row_max > kLowest)) {
-        lse = PlainLogSumExp(x, c);
-    } else {
-        double sum = 0.0;
-        for (size_t k = 0; k < kGroup; ++k) {
-            if (lane_sum[k] != 0.0) sum += lane_sum[k] * std::exp(static_cast<double>(lane_max[k]) - row_max);
-        }
-        lse = static_cast<double>(row_max) + std::log(sum);
-    }
+    for (size_t k = 0; k < slots; ++k) StoreLanes(st[k].s, lane_sum + k * lanes);
+    double sum = 0.0;
+    for (size_t k = 0; k < kGroup; ++k) sum += lane_sum[k];
+    const double lse = static_cast<double>(m) + std::log(sum);
     result.lse = lse;
     result.weighted_log_prob_sum = 0.0;
     if constexpr (kSmooth) {
@@ -419,59 +475,29 @@ RowResult RowPass1(const T *x, int64_t c, const float *weight) {
     return result;
 }
 
-// ---- pass 2 ------------------------------------------------------------------------------------------------------
-
-// logProb = x - lse in fp32, rounded once at the store (element-wise, so the vector width changes no value).
-// kStream (fp32 only) writes whole aligned vectors with non-temporal stores: the output then does not displace the
-// input rows from the caches nor cost a read-for-ownership of each destination line.
-template <typename T, bool kStream>
-void WriteLogProb(const T *x, T *out, int64_t c, float lse) {
-    const DF df;
-    const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-    const VF lse_v = hn::Set(df, lse);
-    int64_t j = 0;
-    if constexpr (kStream) {
-        const uintptr_t vector_bytes = static_cast<uintptr_t>(lanes) * sizeof(T);
-        if (reinterpret_cast<uintptr_t>(out) % sizeof(T) == 0) {
-            while (j < c && reinterpret_cast<uintptr_t>(out + j) % vector_bytes != 0) {
-                StoreScalar(LoadScalar(x + j) - lse, out + j);
-                ++j;
-            }
-            for (; j + 4 * lanes <= c; j += 4 * lanes) {
-                // Four loads before four stores: out may be x itself, and each element is read before written.
-                const VF v0 = hn::Sub(LoadRow(df, x + j), lse_v);
-                const VF v1 = hn::Sub(LoadRow(df, x + j + lanes), lse_v);
-                const VF v2 = hn::Sub(LoadRow(df, x + j + 2 * lanes), lse_v);
-                const VF v3 = hn::Sub(LoadRow(df, x + j + 3 * lanes), lse_v);
-                hn::Stream(v0, df, out + j);
-                hn::Stream(v1, df, out + j + lanes);
-                hn::Stream(v2, df, out + j + 2 * lanes);
-                hn::Stream(v3, df, out + j + 3 * lanes);
-            }
-            for (; j + lanes <= c; j += lanes) hn::Stream(hn::Sub(LoadRow(df, x + j), lse_v), df, out + j);
-        }
-    }
-    for (; j + lanes <= c; j += lanes) StoreRow(df, hn::Sub(LoadRow(df, x + j), lse_v), out + j);
-    for (; j < c; ++j) StoreScalar(LoadScalar(x + j) - lse, out + j);
-}
-
+// Row i's passes A and B run together with row i - 1's pass C (software pipelining over rows, LogProbWriter) and
+// the prefetch of row i + 1: the memory traffic of the neighbours overlaps the exps of row i.
 template <typename T, bool kSmooth, bool kWeighted, bool kStream>
 void Rows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
+    if (args.c == 0) {
+        for (int64_t i = row_begin; i < row_end; ++i) {
+            args.rows[i].lse = -std::numeric_limits<double>::infinity();
+            args.rows[i].weighted_log_prob_sum = 0.0;
+        }
+        return;
+    }
+    LogProbWriter<T, kStream> previous_row;
     for (int64_t i = row_begin; i < row_end; ++i) {
         const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
         T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
-        LossRowStats &row = args.rows[i];
-        if (args.c == 0) {
-            row.lse = -std::numeric_limits<double>::infinity();
-            row.weighted_log_prob_sum = 0.0;
-            continue;
-        }
-        // Prefetching the next row is left to the hardware: both passes walk memory forward in unit steps.
-        const RowResult r = RowPass1<T, kSmooth, kWeighted>(x, args.c, args.weight);
-        row.lse = r.lse;
-        row.weighted_log_prob_sum = r.weighted_log_prob_sum;
-        WriteLogProb<T, kStream>(x, out, args.c, static_cast<float>(r.lse));
+        const T *next = i + 1 < row_end ? x + args.input_row_stride : nullptr;
+        const RowResult r = RowLogSumExp<T, kSmooth, kWeighted>(x, args.c, args.weight, next, previous_row);
+        previous_row.Finish();
+        args.rows[i].lse = r.lse;
+        args.rows[i].weighted_log_prob_sum = r.weighted_log_prob_sum;
+        previous_row.Start(x, out, args.c, static_cast<float>(r.lse));
     }
+    previous_row.Finish();
     if constexpr (kStream) hwy::FlushStream();
 }
 
