@@ -40,10 +40,15 @@ install: deps
 # in the same run (x_copy), medians of BENCH_REPS runs. BENCH_FILTER selects rows (a regex), e.g. 4096x32000.
 BENCH_REPS ?= 3
 BENCH_FILTER ?= .
+# The forward's benchmark (aclnnCrossEntropyLoss, x_copy target <= 1.3 for fp32 4096 x 32000): rows like N:4096/C:32000.
+FORWARD_BENCH_FILTER ?= .
 bench: deps-test
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DOPENACLNN_BUILD_BENCH=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target grad_bench
 	$(BUILD)/bench/grad_bench --benchmark_filter='$(BENCH_FILTER)' --benchmark_repetitions=$(BENCH_REPS) \
+	    --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true
+	cmake --build $(BUILD) -j $(JOBS) --target forward_bench
+	$(BUILD)/bench/forward_bench --benchmark_filter='$(FORWARD_BENCH_FILTER)' --benchmark_repetitions=$(BENCH_REPS) \
 	    --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true
 
 # ---- Hardening: sanitizers, fuzzing, large tensors (CMakePresets.json; each in its own build directory) ----
