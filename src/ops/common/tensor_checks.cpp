@@ -1,6 +1,8 @@
 #include "ops/common/tensor_checks.h"
 
 #include <algorithm>
+#include <numeric>
+#include <utility>
 
 namespace openaclnn {
 
@@ -127,6 +129,39 @@ bool MayOverlap(const aclTensor *a, const aclTensor *b) {
         return reinterpret_cast<uintptr_t>(t->data) + static_cast<uintptr_t>(f.last + 1) * aclDataTypeSize(t->dtype);
     };
     return begin(a, fa) < end(b, fb) && begin(b, fb) < end(a, fa);
+}
+
+bool OverlapsItself(const aclTensor *t) {
+    // Dimensions of length 1 never pair two elements; a view with no elements has nothing to collide.
+    std::vector<std::pair<uint64_t, int64_t>> dims;  // (|stride|, length) of dimensions longer than 1
+    for (size_t k = 0; k < t->view_dims.size(); ++k) {
+        if (t->view_dims[k] == 0) return false;
+        const int64_t s = t->strides[k];
+        const uint64_t magnitude = s < 0 ? 0 - static_cast<uint64_t>(s) : static_cast<uint64_t>(s);
+        if (t->view_dims[k] > 1) dims.emplace_back(magnitude, t->view_dims[k]);
+    }
+    for (const auto &d : dims) {
+        if (d.first == 0) return true;
+    }
+    if (dims.size() <= 1) return false;
+    if (dims.size() == 2) {
+        // i*a == i'*a + j'*b ... two elements collide iff di*a == dj*b with |di| < len_a, |dj| < len_b, not both 0.
+        // With g = gcd(a, b) the smallest such pair is di = b/g, dj = a/g.
+        const uint64_t a = dims[0].first, b = dims[1].first, g = std::gcd(a, b);
+        return b / g < static_cast<uint64_t>(dims[0].second) && a / g < static_cast<uint64_t>(dims[1].second);
+    }
+    // Higher ranks: sorted by stride, each stride must pass the span of all smaller ones (sufficient, not necessary).
+    std::sort(dims.begin(), dims.end());
+    uint64_t span = 0;  // largest offset reachable with the smaller dimensions
+    for (const auto &d : dims) {
+        if (d.first <= span) return true;
+        uint64_t extent = 0;
+        if (__builtin_mul_overflow(d.first, static_cast<uint64_t>(d.second - 1), &extent) ||
+            __builtin_add_overflow(span, extent, &span)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 }  // namespace openaclnn

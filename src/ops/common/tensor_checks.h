@@ -46,6 +46,9 @@ aclnnStatus CheckViewInStorage(const char *api, const char *name, const aclTenso
 bool SameView(const aclTensor *a, const aclTensor *b);
 // True when the byte ranges the two views span intersect (conservative: interleaved views count as overlapping).
 bool MayOverlap(const aclTensor *a, const aclTensor *b);
+// True when two elements of the view share an address (a zero stride, or strides that collide), so that writing
+// the view would write some element twice. Exact for rank <= 2; for higher ranks, conservative.
+bool OverlapsItself(const aclTensor *t);
 
 // The address of element 0 of the view (data + offset * element size).
 inline const char *ViewBase(const aclTensor *t) {

@@ -142,7 +142,13 @@ aclnnStatus CheckCrossEntropyGrad(const aclTensor *gradLoss, const aclTensor *lo
         if (entry.tensor) OPENACLNN_RETURN_IF_ERROR(CheckViewInStorage(kApi, entry.name, entry.tensor));
     }
 
-    // ---- aliasing (161002): out may be logProb itself, and overlap nothing else ----
+    // ---- aliasing (161002): out may be logProb itself, and overlap nothing else, itself included ----
+    if (OverlapsItself(out)) {
+        return Fail(ACLNN_ERR_PARAM_INVALID,
+                    "%s: out (shape %s, strides %s) has elements that share an address, expected a view whose "
+                    "elements are distinct",
+                    kApi, DimsToString(out->view_dims).c_str(), DimsToString(out->strides).c_str());
+    }
     for (const auto &entry : all) {
         if (!entry.tensor || entry.tensor == out) continue;
         if (entry.tensor == logProb && SameView(out, logProb)) continue;

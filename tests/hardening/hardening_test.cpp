@@ -1,0 +1,466 @@
+// Hostile use of the public API: wild views, out-of-range targets, spent/destroyed/invented handles, freed
+// pointers, allocation failure, aclFinalize with work queued, many threads, and create/destroy cycles that
+// LeakSanitizer checks at exit (make test-asan). Every call must answer with a status code and leave memory it does
+// not own untouched: outputs sit between guard bytes that are checked after every call.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "acl/acl.h"
+#include "aclnn/acl_meta.h"
+#include "aclnnop/aclnn_cross_entropy_loss_grad.h"
+#include "grad_oracle.h"
+
+namespace {
+
+using namespace openaclnn;
+
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+
+class Hardening : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        const aclError init = aclInit(nullptr);
+        ASSERT_TRUE(init == ACL_SUCCESS || init == ACL_ERROR_REPEAT_INITIALIZE);
+        ASSERT_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+    }
+};
+
+// Float storage with guard regions before and after; Guarded() checks them (and, optionally, the whole storage).
+struct GuardedFloats {
+    static constexpr size_t kGuard = 256;
+    static constexpr uint8_t kPattern = 0xa7;
+    std::vector<uint8_t> bytes;
+    size_t count;
+    explicit GuardedFloats(size_t n, float fill = 7.0f) : bytes(n * 4 + 2 * kGuard, kPattern), count(n) {
+        for (size_t k = 0; k < n; ++k) std::memcpy(&bytes[kGuard + 4 * k], &fill, 4);
+    }
+    float *data() { return reinterpret_cast<float *>(&bytes[kGuard]); }
+    bool GuardsIntact() const {
+        for (size_t k = 0; k < kGuard; ++k) {
+            if (bytes[k] != kPattern || bytes[bytes.size() - 1 - k] != kPattern) return false;
+        }
+        return true;
+    }
+    bool AllEqual(float v) const {
+        for (size_t k = 0; k < count; ++k) {
+            float f;
+            std::memcpy(&f, &bytes[kGuard + 4 * k], 4);
+            if (std::memcmp(&f, &v, 4) != 0) return false;
+        }
+        return true;
+    }
+};
+
+aclTensor *Make(std::vector<int64_t> dims, aclDataType dtype, void *data, std::vector<int64_t> strides = {},
+                int64_t offset = 0, std::vector<int64_t> storage = {}) {
+    if (storage.empty()) storage = dims;
+    return aclCreateTensor(dims.data(), dims.size(), dtype, strides.empty() ? nullptr : strides.data(), offset,
+                           ACL_FORMAT_ND, storage.data(), storage.size(), data);
+}
+
+// A small valid problem (float, N=4, C=6, mean) whose pieces a test replaces one at a time.
+struct Problem {
+    int64_t n = 4, c = 6;
+    std::vector<float> log_prob, weight;
+    std::vector<int64_t> target{0, 5, 2, 3};
+    float grad = 1.0f;
+    GuardedFloats out{24};
+    aclTensor *grad_t, *log_prob_t, *target_t, *out_t;
+
+    Problem() : log_prob(24), weight(6, 1.0f) {
+        for (size_t k = 0; k < log_prob.size(); ++k) log_prob[k] = -0.5f - 0.25f * static_cast<float>(k % 7);
+        grad_t = Make({}, ACL_FLOAT, &grad);
+        log_prob_t = Make({n, c}, ACL_FLOAT, log_prob.data());
+        target_t = Make({n}, ACL_INT64, target.data());
+        out_t = Make({n, c}, ACL_FLOAT, out.data());
+    }
+    ~Problem() {
+        for (aclTensor *t : {grad_t, log_prob_t, target_t, out_t}) aclDestroyTensor(t);
+    }
+    aclnnStatus Phase1(const aclTensor *out, uint64_t *ws, aclOpExecutor **executor, const aclTensor *log_prob = nullptr,
+                       const aclTensor *target = nullptr, const char *reduction = "mean") {
+        return aclnnCrossEntropyLossGradGetWorkspaceSize(grad_t, log_prob ? log_prob : log_prob_t,
+                                                         target ? target : target_t, nullptr, nullptr, nullptr,
+                                                         const_cast<char *>(reduction), -100, 0.0, 0.0, out, ws,
+                                                         executor);
+    }
+    // Phase 1 + phase 2 + synchronisation on the default stream.
+    aclError RunAll(const aclTensor *out, const aclTensor *log_prob = nullptr, const aclTensor *target = nullptr) {
+        uint64_t ws = 0;
+        aclOpExecutor *executor = nullptr;
+        const aclnnStatus s = Phase1(out, &ws, &executor, log_prob, target);
+        if (s != ACLNN_SUCCESS) return s;
+        if (ws > (uint64_t{1} << 30)) {  // only a view phase 1 should have refused asks for this much
+            aclDestroyAclOpExecutor(executor);
+            return -1;
+        }
+        std::vector<uint8_t> workspace(ws);
+        const aclnnStatus r = aclnnCrossEntropyLossGrad(ws ? workspace.data() : nullptr, ws, executor, nullptr);
+        if (r != ACLNN_SUCCESS) return r;
+        return aclrtSynchronizeStream(nullptr);
+    }
+};
+
+// ---- wild views ----------------------------------------------------------------------------------------------
+
+TEST_F(Hardening, WildStridesAndOffsetsAreRefusedAndTouchNothing) {
+    Problem p;
+    struct Case {
+        std::vector<int64_t> strides;
+        int64_t offset;
+        std::vector<int64_t> storage;
+    } cases[] = {
+        {{kI64Max, 1}, 0, {24}},
+        {{kI64Min, 1}, 0, {24}},
+        {{6, kI64Max}, 0, {24}},
+        {{-6, -1}, 0, {24}},                  // reaches below the storage
+        {{6, 1}, kI64Max, {24}},              // offset past everything
+        {{6, 1}, kI64Max - 5, {24}},          // offset + extent overflows
+        {{6, 1}, 1, {24}},                    // one element past the storage
+        {{int64_t{1} << 62, 1}, 0, {kI64Max}},  // storage "large enough", address arithmetic is not
+        {{6, 1}, 0, {int64_t{1} << 32, int64_t{1} << 32}},  // storage element count overflows
+    };
+    for (const Case &k : cases) {
+        aclTensor *out = Make({4, 6}, ACL_FLOAT, p.out.data(), k.strides, k.offset, k.storage);
+        ASSERT_NE(out, nullptr);
+        const aclError s = p.RunAll(out);
+        EXPECT_TRUE(s == ACLNN_ERR_INNER_TILING_ERROR || s == ACLNN_ERR_PARAM_INVALID) << s;
+        EXPECT_NE(aclGetRecentErrMsg(), nullptr);
+        EXPECT_TRUE(p.out.GuardsIntact());
+        EXPECT_TRUE(p.out.AllEqual(7.0f));
+        aclDestroyTensor(out);
+        // The same views on an input: refused too.
+        aclTensor *in = Make({4, 6}, ACL_FLOAT, p.log_prob.data(), k.strides, k.offset, k.storage);
+        const aclError si = p.RunAll(p.out_t, in);
+        EXPECT_TRUE(si == ACLNN_ERR_INNER_TILING_ERROR || si == ACLNN_ERR_PARAM_INVALID) << si;
+        EXPECT_TRUE(p.out.GuardsIntact());
+        EXPECT_TRUE(p.out.AllEqual(7.0f));
+        aclDestroyTensor(in);
+    }
+}
+
+TEST_F(Hardening, ViewLargerThanItsAclrtMallocBlockIsRefused) {
+    Problem p;
+    // aclrtMalloc(32) has 64 usable bytes (16 floats); aclrtMalloc(64) has 96 (24 floats, exactly [4, 6]).
+    void *small = nullptr, *exact = nullptr;
+    ASSERT_EQ(aclrtMalloc(&small, 32, ACL_MEM_MALLOC_NORMAL_ONLY), ACL_SUCCESS);
+    ASSERT_EQ(aclrtMalloc(&exact, 64, ACL_MEM_MALLOC_NORMAL_ONLY), ACL_SUCCESS);
+    aclTensor *too_small = Make({4, 6}, ACL_FLOAT, small);
+    EXPECT_EQ(p.RunAll(too_small), ACLNN_ERR_INNER_TILING_ERROR);
+    aclTensor *fits = Make({4, 6}, ACL_FLOAT, exact);
+    EXPECT_EQ(p.RunAll(fits), ACL_SUCCESS) << aclGetRecentErrMsg();
+    aclTensor *interior = Make({4, 6}, ACL_FLOAT, static_cast<char *>(exact) + 16);
+    EXPECT_EQ(p.RunAll(interior), ACLNN_ERR_INNER_TILING_ERROR);
+    aclTensor *input = Make({4, 6}, ACL_FLOAT, small);
+    EXPECT_EQ(p.RunAll(p.out_t, input), ACLNN_ERR_INNER_TILING_ERROR);
+    EXPECT_TRUE(p.out.AllEqual(7.0f));
+    for (aclTensor *t : {too_small, fits, interior, input}) aclDestroyTensor(t);
+    EXPECT_EQ(aclrtFree(small), ACL_SUCCESS);
+    EXPECT_EQ(aclrtFree(exact), ACL_SUCCESS);
+}
+
+// An output whose elements share addresses would be written twice, from several threads: refused.
+TEST_F(Hardening, SelfOverlappingOutputIsRefused) {
+    Problem p;
+    const std::vector<int64_t> strides[] = {{0, 1}, {6, 0}, {0, 0}, {1, 1}, {2, 3}};
+    for (const auto &s : strides) {
+        aclTensor *out = Make({4, 6}, ACL_FLOAT, p.out.data(), s, 0, {24});
+        ASSERT_NE(out, nullptr);
+        EXPECT_EQ(p.RunAll(out), ACLNN_ERR_PARAM_INVALID) << s[0] << "," << s[1];
+        EXPECT_TRUE(p.out.AllEqual(7.0f));
+        aclDestroyTensor(out);
+    }
+    // Non-overlapping interleavings stay valid: strides (3, 2) over a 4 x 2 view never collide.
+    std::vector<float> lp(8, -1.0f);
+    std::vector<int64_t> target{0, 1, 1, 0};
+    GuardedFloats out_mem(16);
+    aclTensor *l = Make({4, 2}, ACL_FLOAT, lp.data());
+    aclTensor *t = Make({4}, ACL_INT64, target.data());
+    aclTensor *o = Make({4, 2}, ACL_FLOAT, out_mem.data(), {3, 2}, 0, {16});
+    EXPECT_EQ(p.RunAll(o, l, t), ACL_SUCCESS) << aclGetRecentErrMsg();
+    EXPECT_TRUE(out_mem.GuardsIntact());
+    for (aclTensor *x : {l, t, o}) aclDestroyTensor(x);
+}
+
+// A broadcast input of 2^80 logical elements is fine as an input, but no output can hold them: refused quickly.
+TEST_F(Hardening, HugeBroadcastViewsAreRefusedNotRun) {
+    Problem p;
+    const int64_t big = int64_t{1} << 40;
+    float one = -1.0f;
+    int64_t zero = 0;
+    aclTensor *l = Make({big, big}, ACL_FLOAT, &one, {0, 0}, 0, {1});
+    aclTensor *t = Make({big}, ACL_INT64, &zero, {0}, 0, {1});
+    aclTensor *o = Make({big, big}, ACL_FLOAT, p.out.data(), {0, 0}, 0, {1});
+    EXPECT_NE(p.RunAll(o, l, t), ACL_SUCCESS);
+    EXPECT_TRUE(p.out.GuardsIntact());
+    EXPECT_TRUE(p.out.AllEqual(7.0f));
+    for (aclTensor *x : {l, t, o}) aclDestroyTensor(x);
+}
+
+TEST_F(Hardening, OutputOverlappingAnInputIsRefused) {
+    Problem p;
+    aclTensor *o = Make({4, 6}, ACL_FLOAT, p.log_prob.data(), {6, 1}, 1, {25});  // logProb shifted by one
+    std::vector<float> saved = p.log_prob;
+    EXPECT_EQ(p.RunAll(o), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(saved, p.log_prob);
+    aclDestroyTensor(o);
+}
+
+// ---- targets ---------------------------------------------------------------------------------------------------
+
+TEST_F(Hardening, OutOfRangeTargetsGiveNanRowsAnErrorAndNoStrayWrites) {
+    for (aclDataType target_type : {ACL_INT64, ACL_INT32}) {
+        const std::vector<int64_t> wild = {kI64Min, kI64Max, 6, -1, -101, int64_t{1} << 33};
+        for (int64_t bad : wild) {
+            Problem p;
+            std::vector<int64_t> t64{1, bad, 2, -100};
+            std::vector<int32_t> t32;
+            for (int64_t v : t64) t32.push_back(static_cast<int32_t>(v));
+            const int64_t seen = target_type == ACL_INT64 ? bad : static_cast<int32_t>(bad);
+            aclTensor *t = Make({4}, target_type, target_type == ACL_INT64 ? static_cast<void *>(t64.data())
+                                                                           : static_cast<void *>(t32.data()));
+            const aclError s = p.RunAll(p.out_t, nullptr, t);
+            const bool in_range = seen >= 0 && seen < 6;
+            EXPECT_EQ(s, in_range ? ACL_SUCCESS : ACL_ERROR_RT_VECTOR_CORE_EXCEPTION) << bad;
+            if (!in_range) {
+                ASSERT_NE(aclGetRecentErrMsg(), nullptr);
+                EXPECT_NE(std::string(aclGetRecentErrMsg()).find("target[1]"), std::string::npos)
+                    << aclGetRecentErrMsg();
+                EXPECT_NE(std::string(aclGetRecentErrMsg()).find(std::to_string(seen)), std::string::npos)
+                    << aclGetRecentErrMsg();
+                for (int j = 0; j < 6; ++j) EXPECT_TRUE(std::isnan(p.out.data()[6 + j]));
+            }
+            for (int j = 0; j < 6; ++j) EXPECT_EQ(p.out.data()[18 + j], 0.0f);  // the ignored row
+            EXPECT_TRUE(p.out.GuardsIntact());
+            // The error was reported once: the stream is clean again.
+            EXPECT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+            aclDestroyTensor(t);
+        }
+    }
+}
+
+// ---- handles ----------------------------------------------------------------------------------------------------
+
+TEST_F(Hardening, SpentDestroyedAndInventedExecutorsAreErrorCodes) {
+    Problem p;
+    uint64_t ws = 0;
+    aclOpExecutor *executor = nullptr;
+    ASSERT_EQ(p.Phase1(p.out_t, &ws, &executor), ACLNN_SUCCESS);
+    std::vector<uint8_t> workspace(ws);
+    ASSERT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, executor, nullptr), ACLNN_SUCCESS);
+    ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+    std::memset(p.out.data(), 0x11, 24 * 4);
+    // Spent (freed by its run): every entry point refuses it.
+    EXPECT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, executor, nullptr), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 0, nullptr, &p.grad), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclSetOutputTensorAddr(executor, 0, nullptr, p.out.data()), ACLNN_ERR_PARAM_INVALID);
+    // Invented: the address of something that is not an executor.
+    uint64_t junk[8] = {};
+    auto *invented = reinterpret_cast<aclOpExecutor *>(junk);
+    EXPECT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, invented, nullptr), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclDestroyAclOpExecutor(invented), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, nullptr, nullptr), ACLNN_ERR_PARAM_NULLPTR);
+    // Repeatable, then destroyed.
+    ASSERT_EQ(p.Phase1(p.out_t, &ws, &executor), ACLNN_SUCCESS);
+    ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+    ASSERT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS);
+    EXPECT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, executor, nullptr), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+    std::vector<uint8_t> poison(24 * 4, 0x11);
+    EXPECT_EQ(std::memcmp(p.out.data(), poison.data(), poison.size()), 0) << "a refused run wrote its output";
+    EXPECT_TRUE(p.out.GuardsIntact());
+}
+
+TEST_F(Hardening, DestroyedAndInventedTensorsAreNullptrErrors) {
+    Problem p;
+    aclTensor *dead = Make({4, 6}, ACL_FLOAT, p.out.data());
+    ASSERT_EQ(aclDestroyTensor(dead), ACLNN_SUCCESS);
+    EXPECT_EQ(aclDestroyTensor(dead), ACLNN_ERR_PARAM_INVALID);
+    uint64_t ws = 0;
+    aclOpExecutor *executor = nullptr;
+    EXPECT_EQ(p.Phase1(dead, &ws, &executor), ACLNN_ERR_PARAM_NULLPTR);
+    uint64_t junk[16] = {};
+    EXPECT_EQ(p.Phase1(reinterpret_cast<aclTensor *>(junk), &ws, &executor), ACLNN_ERR_PARAM_NULLPTR);
+    EXPECT_EQ(p.Phase1(p.out_t, &ws, &executor, reinterpret_cast<aclTensor *>(junk)), ACLNN_ERR_PARAM_NULLPTR);
+    int64_t *dims = nullptr;
+    uint64_t count = 0;
+    EXPECT_NE(aclGetViewShape(dead, &dims, &count), ACLNN_SUCCESS);
+    EXPECT_TRUE(p.out.AllEqual(7.0f));
+}
+
+TEST_F(Hardening, FreedAndForeignPointersAreErrorCodes) {
+    void *block = nullptr;
+    ASSERT_EQ(aclrtMalloc(&block, 1000, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+    EXPECT_EQ(aclrtFree(static_cast<char *>(block) + 64), ACL_ERROR_INVALID_PARAM);  // interior
+    EXPECT_EQ(aclrtFreeHost(block), ACL_ERROR_INVALID_PARAM);                        // wrong kind
+    EXPECT_EQ(aclrtFree(block), ACL_SUCCESS);
+    EXPECT_EQ(aclrtFree(block), ACL_ERROR_INVALID_PARAM);  // twice
+    int local = 0;
+    EXPECT_EQ(aclrtFree(&local), ACL_ERROR_INVALID_PARAM);
+    EXPECT_EQ(aclrtFree(nullptr), ACL_ERROR_INVALID_PARAM);
+    EXPECT_EQ(aclrtFreeHost(nullptr), ACL_ERROR_INVALID_PARAM);
+}
+
+TEST_F(Hardening, DestroyedStreamsAreErrorCodes) {
+    Problem p;
+    aclrtStream stream = nullptr;
+    ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+    ASSERT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+    EXPECT_EQ(aclrtDestroyStream(stream), ACL_ERROR_INVALID_PARAM);
+    EXPECT_EQ(aclrtSynchronizeStream(stream), ACL_ERROR_INVALID_PARAM);
+    float a = 1, b = 2;
+    EXPECT_EQ(aclrtMemcpyAsync(&a, 4, &b, 4, ACL_MEMCPY_HOST_TO_HOST, stream), ACL_ERROR_INVALID_PARAM);
+    EXPECT_EQ(a, 1.0f);
+    uint64_t ws = 0;
+    aclOpExecutor *executor = nullptr;
+    ASSERT_EQ(p.Phase1(p.out_t, &ws, &executor), ACLNN_SUCCESS);
+    std::vector<uint8_t> workspace(ws);
+    EXPECT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, executor, stream), ACLNN_ERR_PARAM_INVALID);
+    // The refused run left the executor live: it runs on a good stream, or is destroyed.
+    EXPECT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, executor, nullptr), ACLNN_SUCCESS);
+    EXPECT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+    EXPECT_TRUE(p.out.GuardsIntact());
+}
+
+// ---- memory -----------------------------------------------------------------------------------------------------
+
+TEST_F(Hardening, AllocationFailureIs207001) {
+    const size_t sizes[] = {size_t{1} << 40, size_t{1} << 50, std::numeric_limits<size_t>::max(),
+                            std::numeric_limits<size_t>::max() - 31, std::numeric_limits<size_t>::max() / 2};
+    for (size_t size : sizes) {
+        for (aclrtMemMallocPolicy policy : {ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEM_MALLOC_NORMAL_ONLY}) {
+            void *ptr = reinterpret_cast<void *>(0x1);
+            EXPECT_EQ(aclrtMalloc(&ptr, size, policy), ACL_ERROR_RT_MEMORY_ALLOCATION) << size;
+            EXPECT_NE(aclGetRecentErrMsg(), nullptr);
+        }
+        void *host = nullptr;
+        EXPECT_EQ(aclrtMallocHost(&host, size), ACL_ERROR_RT_MEMORY_ALLOCATION) << size;
+    }
+    // And the allocator still works.
+    void *ok = nullptr;
+    ASSERT_EQ(aclrtMalloc(&ok, 1 << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+    EXPECT_EQ(aclrtFree(ok), ACL_SUCCESS);
+}
+
+// Create/destroy cycles of everything that owns memory or threads. LeakSanitizer (make test-asan) checks at exit
+// that nothing of it survives; here we also check that handles die with their destroy call.
+TEST_F(Hardening, CreateDestroyCyclesLeaveNothingBehind) {
+    for (int cycle = 0; cycle < 50; ++cycle) {
+        Problem p;
+        uint64_t ws = 0;
+        aclOpExecutor *never_run = nullptr, *one_shot = nullptr, *repeatable = nullptr;
+        ASSERT_EQ(p.Phase1(p.out_t, &ws, &never_run), ACLNN_SUCCESS);
+        ASSERT_EQ(aclDestroyAclOpExecutor(never_run), ACLNN_SUCCESS);
+        aclrtStream stream = nullptr;
+        ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+        void *workspace = nullptr, *out = nullptr;
+        ASSERT_EQ(aclrtMalloc(&workspace, 4096, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+        ASSERT_EQ(aclrtMalloc(&out, 24 * 4, ACL_MEM_MALLOC_NORMAL_ONLY), ACL_SUCCESS);
+        aclTensor *o = Make({4, 6}, ACL_FLOAT, out);
+        ASSERT_EQ(p.Phase1(o, &ws, &one_shot), ACLNN_SUCCESS);
+        ASSERT_EQ(aclnnCrossEntropyLossGrad(workspace, ws, one_shot, stream), ACLNN_SUCCESS);
+        ASSERT_EQ(p.Phase1(o, &ws, &repeatable), ACLNN_SUCCESS);
+        ASSERT_EQ(aclSetAclOpExecutorRepeatable(repeatable), ACLNN_SUCCESS);
+        for (int k = 0; k < 3; ++k) ASSERT_EQ(aclnnCrossEntropyLossGrad(workspace, ws, repeatable, stream), ACLNN_SUCCESS);
+        ASSERT_EQ(aclDestroyAclOpExecutor(repeatable), ACLNN_SUCCESS);
+        float host[24];
+        ASSERT_EQ(aclrtMemcpyAsync(host, sizeof host, out, sizeof host, ACL_MEMCPY_DEVICE_TO_HOST, stream), ACL_SUCCESS);
+        // Destroyed with work queued: the work completes first.
+        ASSERT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+        EXPECT_FLOAT_EQ(host[1], std::exp(p.log_prob[1]) / 4.0f);
+        ASSERT_EQ(aclDestroyTensor(o), ACLNN_SUCCESS);
+        ASSERT_EQ(aclrtFree(out), ACL_SUCCESS);
+        ASSERT_EQ(aclrtFree(workspace), ACL_SUCCESS);
+        void *pinned = nullptr;
+        ASSERT_EQ(aclrtMallocHost(&pinned, 1 << 20), ACL_SUCCESS);
+        ASSERT_EQ(aclrtFreeHost(pinned), ACL_SUCCESS);
+    }
+}
+
+// ---- many threads -------------------------------------------------------------------------------------------------
+
+TEST_F(Hardening, ManyThreadsOnTheDefaultStream) {
+    constexpr int kThreads = 16;
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int k = 0; k < 10; ++k) {
+                Problem p;
+                p.grad = 1.0f + static_cast<float>(t);
+                if (p.RunAll(p.out_t) != ACL_SUCCESS) ++failures;
+                // Row 0, target 0: (p - 1) * grad / 4 rows.
+                const double want = (std::exp(static_cast<double>(p.log_prob[0])) - 1.0) * p.grad / 4.0;
+                if (std::fabs(p.out.data()[0] - want) > 1e-5 * std::fabs(want) || !p.out.GuardsIntact()) ++failures;
+            }
+        });
+    }
+    for (auto &thread : threads) thread.join();
+    EXPECT_EQ(failures.load(), 0);
+}
+
+// ---- aclFinalize with work queued (in child processes: aclFinalize is for the whole process) ----------------------
+
+void QueueWorkThenFinalize(bool finalize) {
+    if (aclInit(nullptr) != ACL_SUCCESS) std::_Exit(3);
+    aclrtStream stream = nullptr;
+    if (aclrtCreateStream(&stream) != ACL_SUCCESS) std::_Exit(4);
+    const int64_t n = 64, c = 8192;  // enough that the work is still queued when aclFinalize comes
+    std::vector<float> log_prob(n * c, -9.0f), out(n * c, 7.0f), copy(n * c, 0.0f);
+    std::vector<int64_t> target(n, 3);
+    float grad = 1.0f;
+    aclTensor *g = Make({}, ACL_FLOAT, &grad);
+    aclTensor *l = Make({n, c}, ACL_FLOAT, log_prob.data());
+    aclTensor *t = Make({n}, ACL_INT64, target.data());
+    aclTensor *o = Make({n, c}, ACL_FLOAT, out.data());
+    std::vector<std::vector<uint8_t>> workspaces;
+    for (int k = 0; k < 8; ++k) {
+        uint64_t ws = 0;
+        aclOpExecutor *executor = nullptr;
+        if (aclnnCrossEntropyLossGradGetWorkspaceSize(g, l, t, nullptr, nullptr, nullptr, nullptr, -100, 0.0, 0.0, o,
+                                                      &ws, &executor) != ACLNN_SUCCESS) {
+            std::_Exit(5);
+        }
+        workspaces.emplace_back(ws);
+        if (aclnnCrossEntropyLossGrad(workspaces.back().data(), ws, executor, k % 2 ? stream : nullptr) != ACLNN_SUCCESS) {
+            std::_Exit(6);
+        }
+    }
+    if (aclrtMemcpyAsync(copy.data(), copy.size() * 4, out.data(), out.size() * 4, ACL_MEMCPY_DEVICE_TO_DEVICE,
+                         stream) != ACL_SUCCESS) {
+        std::_Exit(7);
+    }
+    if (finalize) {
+        if (aclFinalize() != ACL_SUCCESS) std::_Exit(8);
+        // Everything queued ran before aclFinalize returned.
+        const float want = static_cast<float>(std::exp(-9.0) / n);
+        if (std::fabs(copy[0] - want) > 1e-6f * want) std::_Exit(9);
+        if (aclFinalize() != ACL_ERROR_REPEAT_FINALIZE) std::_Exit(10);
+    }
+    // Without aclFinalize: the process simply exits with work queued; that must not crash either.
+    std::exit(0);
+}
+
+TEST(HardeningDeathTest, FinalizeWaitsForQueuedWork) {
+    ::testing::FLAGS_gtest_death_test_style = "threadsafe";  // a fresh process: no threads forked mid-flight
+    EXPECT_EXIT(QueueWorkThenFinalize(true), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(HardeningDeathTest, ExitWithWorkQueuedDoesNotCrash) {
+    ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+    EXPECT_EXIT(QueueWorkThenFinalize(false), ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
