@@ -4,6 +4,7 @@
 // costs about 30 times more than of huge pages. Every block is registered, so that freeing an unknown pointer or
 // freeing twice is an error code and views can be checked against the block they point into.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -42,10 +43,25 @@ bool UsableSize(size_t size, size_t *usable) {
     return true;
 }
 
+// The device's memory is the host's physical memory: a larger request fails as it would on an NPU, whatever the
+// kernel's overcommit policy would let mmap promise (and later fail to keep, with the OOM killer).
+uint64_t PhysicalMemoryBytes() {
+    static const uint64_t bytes = [] {
+        const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+        return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                                           : UINT64_MAX;
+    }();
+    return bytes;
+}
+
 aclError Allocate(void **ptr, size_t size, bool huge, BlockKind kind, const char *api) {
     size_t usable = 0;
     if (!UsableSize(size, &usable)) {
         return Fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: size %zu bytes cannot be allocated", api, size);
+    }
+    if (usable > PhysicalMemoryBytes()) {
+        return Fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: size %zu bytes is more than the device's memory (%llu bytes)",
+                    api, size, static_cast<unsigned long long>(PhysicalMemoryBytes()));
     }
     Block block{usable, nullptr, 0, kind};
     void *result = nullptr;
