@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace openaclnn::cross_entropy_loss {
 namespace {
@@ -13,6 +14,8 @@ constexpr int64_t kMinElementsPerThread = 1 << 16;
 // Non-temporal stores pay once the output is well past what the caches hold (and would evict the input rows the
 // second pass reads); below that, ordinary stores leave logProb in cache for whoever reads it next.
 constexpr int64_t kStreamBytes = int64_t{64} << 20;
+// Rows are handed to threads in chunks of about this many elements (see RunLossPlan).
+constexpr int64_t kChunkElements = int64_t{1} << 19;
 
 }  // namespace
 
@@ -38,12 +41,21 @@ void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args) {
         plan.kernel->run(run_args, 0, args.n);
         return;
     }
+    // Rows are handed out in chunks from a shared counter rather than as one fixed range per thread: on a machine
+    // shared with other work a thread that gets less of its core then simply takes fewer chunks, instead of the
+    // whole call waiting for it. A row is always computed whole by one thread, so no value depends on who takes
+    // which chunk. A chunk is at least kChunkElements (a few hundred microseconds of work) and there are at least
+    // 4 per thread.
+    const int64_t per_thread = (args.n + plan.threads - 1) / plan.threads;
+    const int64_t by_size = (kChunkElements + std::max<int64_t>(args.c, 1) - 1) / std::max<int64_t>(args.c, 1);
+    const int64_t chunk = std::max<int64_t>(1, std::min(by_size, (per_thread + 3) / 4));
+    std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(plan.threads)
     {
-        // The team may be smaller than asked (nested regions, OMP_THREAD_LIMIT): every range still runs once.
-        const int team = omp_get_num_threads();
-        for (int k = omp_get_thread_num(); k < plan.threads; k += team) {
-            plan.kernel->run(run_args, RowSplit(args.n, plan.threads, k), RowSplit(args.n, plan.threads, k + 1));
+        for (;;) {
+            const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
+            if (begin >= args.n) break;
+            plan.kernel->run(run_args, begin, std::min(args.n, begin + chunk));
         }
     }
 }

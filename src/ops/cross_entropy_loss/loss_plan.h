@@ -15,15 +15,12 @@ struct LossPlan {
     bool stream_stores;  // non-temporal stores for the logProb output (fp32, far larger than the caches)
 };
 
-// max_threads: OPENACLNN_NUM_THREADS or the CPUs available. Rows are split statically into `threads` contiguous
-// ranges; a row is always computed whole by one thread, so no output depends on the split.
+// max_threads: OPENACLNN_NUM_THREADS or the CPUs available. The threads take chunks of consecutive rows from a shared
+// counter (RunLossPlan); a row is always computed whole by one thread, so no output depends on the split.
 LossPlan MakeLossPlan(const LossKernelArgs &args, int max_threads);
 
 // The same with a given kernel (tests and benchmarks).
 LossPlan MakeLossPlan(const LossKernelArgs &args, int max_threads, const LossKernelInfo &kernel);
-
-// Rows [RowSplit(n, threads, k), RowSplit(n, threads, k + 1)) belong to thread k.
-inline int64_t RowSplit(int64_t n, int threads, int k) { return n * k / threads; }
 
 // Runs the kernel over every row according to the plan.
 void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args);
