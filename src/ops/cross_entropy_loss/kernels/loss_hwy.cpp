@@ -1,41 +1,38 @@
 // The fast forward kernel, written once with Highway and compiled for every target this CPU may run (AVX-512,
 // AVX2, SSE4 and the one-lane SCALAR target on x86; NEON elsewhere), all in this one file (foreach_target).
 //
-// Per row, two passes, the second while the row is still in cache (a 32000-class fp32 row is 125 KiB: L2):
+// Per row, three passes; the row is read once from memory (a 32000-class fp32 row is 125 KiB: it stays in L2):
 //
-//   pass 1 reads the row once from memory and keeps, per logical lane, a running max m and a sum s of exp(x - m)
-//          (online max-rescaling). It works in blocks of 8 groups of 16 elements: the block's lane max is found
-//          first, the lane max moves to it, the old sum is rescaled by exp(m_old - m_new) (exactly 1 when the max
-//          did not move) and the block's 8 exps per lane are summed as a fixed tree in fp32 and added into the
-//          lane's double accumulator. So each element costs one exp, a rescale one exp per 128 elements, and the
-//          sum over C terms loses nothing to fp32 accumulation. With label smoothing the same pass also sums
-//          w_j * x_j (and w_j) per lane. At the end the 16 lanes are combined in double in lane order:
-//          M = max m_l, S = sum_l s_l * exp(m_l - M), lse = M + log(S); sum_j w_j logProb_j = sum w x - lse sum w.
-//   pass 2 reads the row again (from L2) and writes logProb = x - (float)lse, rounded once to the output type.
+//   pass A: the row max M (one Max per vector; exact, so any order gives the same M).
+//   pass B: per logical lane, the sum of exp(x - M): the block's exps summed as a fixed tree in fp32, then added into
+//           the lane's double accumulator, so the sum over C terms loses nothing to fp32 accumulation; a fp32 sum of
+//           x - M per lane is the NaN probe (NaN, +inf as inf - inf, all -inf as -inf - -inf; otherwise x - M <= 0
+//           and the sum never becomes NaN). With label smoothing also sum w x and sum w per lane. The 16 lanes are
+//           combined in double in lane order: lse = M + log(S); sum_j w_j logProb_j = sum w x - lse sum w.
+//   pass C: logProb = x - (float)lse, rounded once to the output type, element-wise.
+// Row i + 1 is prefetched into L2 during pass B of row i, so its reads from memory overlap the exps.
 //
 // Bitwise identical on every target (DESIGN.md section 4), as the gradient's kernels (grad_hwy-inl.h):
 //  * The 16 "logical lanes" are fixed: element j belongs to lane j % 16, whatever the vector width. AVX-512 holds
 //    a group of 16 in one vector, AVX2 in two, SSE4 in four, SCALAR in sixteen; each logical lane sees the same
 //    operations on the same values in the same order on every target. A row's tail (C % 16 elements) is padded
 //    to a full group with -inf (0 for the smoothing sums) through a small buffer, the same on every target.
-//  * Only IEEE-exact single operations: Mul, Add, Sub, Max, compares, integer ops, exact conversions. No FMA
-//    (Highway's MulAdd fuses on AVX2/AVX-512 but not on SSE4/SCALAR), and this file is compiled with
-//    -ffp-contract=off (sources.cmake) so the compiler fuses nothing either, in vector or scalar code.
-//  * exp is the gradient's: Cody-Waite reduction with the 1.5 * 2^23 rounding trick and the same degree-6 minimax
-//    polynomial (grad_hwy-inl.h, ExpPoly<6>: error 2^-28.3, measured max error 1 ulp), non-fused Horner.
+//  * Only correctly rounded single operations: Mul, Add, Sub, Max, fused multiply-add (one rounding: the
+//    instruction on AVX2/AVX-512, std::fmaf per lane on SSE4/SCALAR, see Fma), integer ops, exact conversions.
+//    The file is compiled with -ffp-contract=off (sources.cmake) so the compiler fuses nothing on its own, in vector
+//    or scalar code. The double combination uses the same libm log on every target.
+//  * exp: Cody-Waite reduction with the 1.5 * 2^23 rounding trick and the gradient's degree-5 minimax polynomial
+//    (ExpPoly<5>), fused Horner (see ExpNonPositive).
 //  * Loads widen exactly with the same integer sequences where Highway 1.0 emulates fp16 (SSE4, SCALAR); stores
-//    round to nearest even once. The double combination uses the same libm exp/log calls on every target.
+//    round to nearest even once.
 //  Signed zeros never change a value: max(+0, -0) may be either, but exp(+-0) = 1 and x -+ 0 = x for x != 0.
 //
-// Error bound of lse: each exp is within ~1 ulp of fp32, each block's tree sum adds <= 3 roundings and each
-// rescale factor ~1 ulp; all terms are positive, so S is within ~5 * 2^-24 relative and lse within ~3e-7
-// absolute. logProb = x - (float)lse then carries <= 1 ulp of |lse| plus the final rounding. The smoothing sum
-// sum w x - lse sum w is within ~4 * 2^-24 * sum_j |w_j| (|x_j| + |lse|) (products and block sums in fp32).
+// Error bound of lse: each exp is within 2^-23.2 relative (polynomial) plus a rounding or two, each block's tree sum
+// adds <= 3 roundings; all terms are positive, so S is within ~2.5e-7 relative and lse within ~2.5e-7 absolute
+// (below one fp32 ulp for |lse| >= 4). logProb = x - (float)lse then carries <= 1 ulp of |lse| plus the final
+// rounding. The smoothing sum sum w x - lse sum w is within ~4 * 2^-24 * sum_j |w_j| (|x_j| + |lse|).
 //
-// Special values: the running max starts at the lowest finite float, so x - m is never inf - inf unless x is
-// +inf; a lane mask records any NaN or +inf (their exp would be lost to the clamp below) and makes lse NaN, as
-// the literal formula does. A row whose max is not above the lowest finite float (all -inf) is handed to a plain
-// double computation, which gives the formula's NaN for all -inf (and the exact value for all lowest).
+// Speed (fp32, AVX-512, one core, rows in cache): about 0.24 ns per element for the three passes.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
 #endif
@@ -87,26 +84,51 @@ constexpr bool kCanStream = false;
 
 // ---- exp(y) for y <= 0 -------------------------------------------------------------------------------------------
 
-// exp(y), y <= 0 or NaN (a NaN row's lse is NaN whatever this returns). y is clamped at -86 (exp(-86) = 4e-38, still
-// normal): every row has a term exp(0) = 1, next to which the clamped terms vanish. y = k ln2 + r with k rounded by
-// the 1.5 * 2^23 trick (exact: |y log2e| < 2^22), ln2 in two parts (k * ln2_hi exact, the first difference exact by
-// Sterbenz), |r| <= ln2/2; exp(r) by the gradient's degree-6 minimax polynomial, non-fused Horner; then k is added
-// to the exponent field: p in [0.7, 1.42] and k >= -124 keep the result normal.
+// a * b + c with one rounding (fused multiply-add) on every target: the hardware instruction where Highway's MulAdd
+// is one (AVX2 and AVX-512 require FMA), else std::fmaf per lane, which is correctly rounded by definition (libm
+// uses the instruction where the CPU has it and an exact software sequence where not). So every target computes the
+// same values; the lane-wise fallback makes the SSE4 and SCALAR levels slower, never different.
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define OPENACLNN_LOSS_NATIVE_FMA 1
+#else
+#define OPENACLNN_LOSS_NATIVE_FMA 0
+#endif
+
+HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
+#if OPENACLNN_LOSS_NATIVE_FMA
+    (void)df;
+    return hn::MulAdd(a, b, c);
+#else
+    HWY_ALIGN float va[kGroup], vb[kGroup], vc[kGroup];
+    hn::Store(a, df, va);
+    hn::Store(b, df, vb);
+    hn::Store(c, df, vc);
+    for (size_t k = 0; k < hn::Lanes(df); ++k) va[k] = std::fmaf(va[k], vb[k], vc[k]);
+    return hn::Load(df, va);
+#endif
+}
+
+// exp(y), y <= 0 or NaN (the NaN probe of pass B decides such rows, whatever this returns). y is clamped at -86
+// (exp(-86) = 4e-38, still normal): every row has a term exp(0) = 1, next to which the clamped terms vanish.
+// y = k ln2 + r: k = round(y log2e) by the 1.5 * 2^23 trick (one fused rounding), r = y - k ln2_hi exactly (k
+// ln2_hi is exact, the difference representable) then - k ln2_lo (one rounding), |r| <= ln2/2; exp(r) by the degree-5
+// minimax polynomial of the gradient's kernels (grad_hwy-inl.h, ExpPoly<5>: relative error 2^-23.2), fused Horner;
+// then k is added to the exponent field (p in [0.7, 1.42] and k >= -124 keep the result normal). The exps only enter
+// a sum of positive terms, so S and lse carry the polynomial's 2^-23.2 at most (lse within ~1.2e-7 absolute).
 HWY_INLINE VF ExpNonPositive(DF df, VF y) {
     const DI di;
     const VF magic = hn::Set(df, 12582912.0f);
-    const VF lowest = hn::Set(df, -86.0f);
-    y = hn::Max(y, lowest);
-    const VF t = hn::Add(hn::Mul(y, hn::Set(df, 1.44269504088896341f)), magic);
+    y = hn::Max(y, hn::Set(df, -86.0f));
+    const VF t = Fma(df, y, hn::Set(df, 1.44269504088896341f), magic);
     const VF kf = hn::Sub(t, magic);
-    VF r = hn::Sub(y, hn::Mul(kf, hn::Set(df, 0.693145751953125f)));
-    r = hn::Sub(r, hn::Mul(kf, hn::Set(df, 1.42860676533018708e-6f)));
+    VF r = Fma(df, kf, hn::Set(df, -0.693145751953125f), y);
+    r = Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     VF s = hn::Set(df, 0x1.106256p-7f);
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.572a68p-5f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.5557bp-3f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.fffdfcp-2f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
-    const VF p = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.572a68p-5f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.5557bp-3f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.fffdfcp-2f));
+    s = Fma(df, s, r, hn::Set(df, 1.0f));
+    const VF p = Fma(df, s, r, hn::Set(df, 1.0f));
     // t's low bits hold k + 2^22 (t = 1.5 * 2^23 + k); shifted left by 23 only k survives mod 2^32 (the low 9 bits
     // of 1.5 * 2^23's representation are zero), so k's exponent increment comes from t's bits in one shift.
     return hn::BitCast(df, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, t))));
@@ -249,9 +271,8 @@ HWY_INLINE void StoreScalar(float v, T *p) {
 
 // ---- pass 2 ------------------------------------------------------------------------------------------------------
 
-// Writes logProb = x - lse of one row in fp32, rounded once at the store (element-wise, so neither the vector width
-// nor how the row is cut into calls changes a value). The row is written piecewise while pass 1 reads the next row
-// (Advance), so the stores drain to memory while the exps are computed, and it is still in L2 (two 125 KiB rows).
+// Pass C: writes logProb = x - lse of one row in fp32, rounded once at the store (element-wise, so neither the vector
+// width nor how the row is cut into Advance calls changes a value); the row is read from L2.
 // kStream (fp32 on AVX2/AVX-512) writes whole aligned vectors with non-temporal stores: the output then does not
 // displace the input rows from the caches nor cost a read-for-ownership of each destination line.
 template <typename T, bool kStream>
@@ -394,10 +415,9 @@ struct RowResult {
     double weighted_log_prob_sum;
 };
 
-// Pass A and B of one row; meanwhile the previous row's logProb is written (previous_row) and the next row is
-// prefetched (next_row, may be null).
-template <typename T, bool kSmooth, bool kWeighted, typename Writer>
-RowResult RowLogSumExp(const T *x, int64_t c, const float *weight, const T *next_row, Writer &previous_row) {
+// Pass A and B of one row; meanwhile the next row is prefetched into L2 (next_row, may be null).
+template <typename T, bool kSmooth, bool kWeighted>
+RowResult RowLogSumExp(const T *x, int64_t c, const float *weight, const T *next_row) {
     const DF df;
     constexpr size_t kMaxSlots = kGroup;  // SCALAR: 16 one-lane slots
     const size_t lanes = hn::Lanes(df);
@@ -411,7 +431,6 @@ RowResult RowLogSumExp(const T *x, int64_t c, const float *weight, const T *next
     for (; j + kBlock <= c; j += kBlock) {
         AccumulateGroups<kBlockGroups, kSmooth, kWeighted>(df, row_max, x + j, x + j,
                                                            kWeighted ? weight + j : nullptr, st);
-        previous_row.Advance(j + kBlock);
         if (next_row != nullptr) PrefetchBytes(next_row + j, kBlock * sizeof(T));
     }
     for (; j + static_cast<int64_t>(kGroup) <= c; j += kGroup) {
@@ -475,8 +494,9 @@ RowResult RowLogSumExp(const T *x, int64_t c, const float *weight, const T *next
     return result;
 }
 
-// Row i's passes A and B run together with row i - 1's pass C (software pipelining over rows, LogProbWriter) and
-// the prefetch of row i + 1: the memory traffic of the neighbours overlaps the exps of row i.
+// Row i's passes A, B and C; row i + 1 is prefetched during pass B, so its reads overlap the exps. (Writing row
+// i - 1's logProb during pass B as well, with LogProbWriter::Advance, measured slower: 14.8 against 13.4 ms for
+// 1024 x 32000 on one core; the stores go out in one stretch in pass C instead.)
 template <typename T, bool kSmooth, bool kWeighted, bool kStream>
 void Rows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
     if (args.c == 0) {
@@ -486,18 +506,17 @@ void Rows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
         }
         return;
     }
-    LogProbWriter<T, kStream> previous_row;
+    LogProbWriter<T, kStream> writer;
     for (int64_t i = row_begin; i < row_end; ++i) {
         const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
         T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
         const T *next = i + 1 < row_end ? x + args.input_row_stride : nullptr;
-        const RowResult r = RowLogSumExp<T, kSmooth, kWeighted>(x, args.c, args.weight, next, previous_row);
-        previous_row.Finish();
+        const RowResult r = RowLogSumExp<T, kSmooth, kWeighted>(x, args.c, args.weight, next);
         args.rows[i].lse = r.lse;
         args.rows[i].weighted_log_prob_sum = r.weighted_log_prob_sum;
-        previous_row.Start(x, out, args.c, static_cast<float>(r.lse));
+        writer.Start(x, out, args.c, static_cast<float>(r.lse));
+        writer.Finish();
     }
-    previous_row.Finish();
     if constexpr (kStream) hwy::FlushStream();
 }
 
@@ -538,6 +557,7 @@ void LossRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
 }
 
 #undef OPENACLNN_LOSS_SOFT_F16
+#undef OPENACLNN_LOSS_NATIVE_FMA
 
 }  // namespace openaclnn::cross_entropy_loss::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
