@@ -79,7 +79,9 @@ TEST(ForwardApi, ValidCallSucceeds) {
     Call call;
     ASSERT_EQ(call.Phase1(), ACLNN_SUCCESS) << RecentError();
     void *workspace = nullptr;
-    if (call.workspace_size) ASSERT_EQ(aclrtMalloc(&workspace, call.workspace_size, ACL_MEM_MALLOC_HUGE_FIRST), 0);
+    if (call.workspace_size) {
+        ASSERT_EQ(aclrtMalloc(&workspace, call.workspace_size, ACL_MEM_MALLOC_HUGE_FIRST), 0);
+    }
     EXPECT_EQ(aclnnCrossEntropyLoss(workspace, call.workspace_size, call.executor, TestStream()), ACLNN_SUCCESS);
     EXPECT_EQ(aclrtSynchronizeStream(TestStream()), ACL_SUCCESS);
     if (workspace) aclrtFree(workspace);
@@ -379,8 +381,12 @@ TEST(ForwardApi, EmptyAndDegenerate) {
         ASSERT_EQ(got.phase1, ACLNN_SUCCESS) << got.phase1_message;
         EXPECT_EQ(got.sync, ACL_SUCCESS);
         CompareForward(fc, ReferenceForward(fc), got);
-        if (reduction == Reduction::kMean) EXPECT_TRUE(std::isnan(got.loss[0]));
-        if (reduction == Reduction::kSum) EXPECT_EQ(got.loss[0], 0.0);
+        if (reduction == Reduction::kMean) {
+            EXPECT_TRUE(std::isnan(got.loss[0]));
+        }
+        if (reduction == Reduction::kSum) {
+            EXPECT_EQ(got.loss[0], 0.0);
+        }
         // C == 0: every row ignored gives loss 0 (none/sum) or NaN (mean) and lse = -inf.
         fc = RandomForwardCase(10, ACL_FLOAT, 3, 0);
         fc.reduction = reduction;
