@@ -361,6 +361,62 @@ TEST_P(GradKernelTest, Every16BitInput) {
     }
 }
 
+// Every 16-bit input against weights (b * w_j with w_j in [0.5, 1.5]), with a and b such that exp(x) a crosses
+// b w_j inside the input range, so that some lanes cancel and are patched (in bf16, inside the two-vector pair
+// loop, which then redoes its pair through the one-vector path). Every kernel: within one ulp of the reference,
+// correctly rounded in >= 99.5%, and the SIMD kernels' bits equal to each other.
+TEST(GradKernelEvery16BitInput, WeightedBitwiseAcrossKernels) {
+    for (aclDataType dtype : {ACL_FLOAT16, ACL_BF16}) {
+        Problem p;
+        p.dtype = dtype;
+        p.n = 3;
+        p.c = 65536 + 37;  // a tail after the vector loops
+        p.in_stride = p.out_stride = p.c;
+        p.in.resize(p.n * p.c * 2);
+        p.out.resize(p.n * p.c * 2);
+        for (int64_t i = 0; i < p.n; ++i) {
+            for (int64_t j = 0; j < p.c; ++j) {
+                reinterpret_cast<uint16_t *>(p.in.data())[i * p.c + j] = static_cast<uint16_t>((j * (2 * i + 1)) & 0xffff);
+            }
+        }
+        const double as[] = {1.0 / 4096, 0.61, 1.0};
+        const double bs[] = {0.1 / 32000 / 4096, 0.61 * 0.1 / 65536, -0.25};
+        // Row 0 cancels on purpose wherever it can: w_j = exp(x_j) a / b (1 + k 2^-10), k in [-3, 3].
+        for (int64_t j = 0; j < p.c; ++j) {
+            const double x = ToDouble(dtype, p.in.data(), j);
+            const double ratio = std::exp(x) * as[0] / bs[0];
+            const bool near = std::isfinite(ratio) && ratio > 1e-3 && ratio < 1e3;
+            p.weight.push_back(near ? static_cast<float>(ratio * (1.0 + std::ldexp(static_cast<double>(j % 7) - 3.0, -10)))
+                                    : 0.5f + static_cast<float>(j % 1001) / 1000.0f);
+        }
+        int64_t cancelling = 0;  // row 0's elements that the guard must patch
+        for (int64_t j = 0; j < p.c; ++j) {
+            const double bw = bs[0] * p.weight[j];
+            cancelling += std::fabs(std::exp(ToDouble(dtype, p.in.data(), j)) * as[0] - bw) < 0x1p-9 * bw;
+        }
+        EXPECT_GT(cancelling, 100) << DtypeName(dtype);
+        for (int64_t i = 0; i < p.n; ++i) p.rows.push_back({as[i], bs[i], 0.0, -1, kRowCompute, 0});
+        const std::vector<uint8_t> ref = ReferenceOutput(p);
+        std::vector<uint8_t> first;
+        std::string first_name;
+        for (const GradKernelInfo *kernel : GradKernels()) {
+            Poison(p.out);
+            GradKernelArgs args = p.Args();
+            kernel->run(args, GradTile{0, p.n, 0, p.c});
+            const std::string what = std::string(kernel->name) + " " + DtypeName(dtype) + " weighted every input";
+            const Stats s = ExpectMatches(p, args.out, p.c, ref, what);
+            ExpectCorrectlyRounded(s, dtype, what);
+            if (std::string(kernel->name).rfind("hwy:", 0) != 0) continue;
+            if (first.empty()) {
+                first = p.out;
+                first_name = kernel->name;
+            } else {
+                EXPECT_EQ(0, std::memcmp(first.data(), p.out.data(), first.size())) << what << " vs " << first_name;
+            }
+        }
+    }
+}
+
 // exp accuracy in fp32 over a dense sample of [-104, 89]: a = 1, b = 0, so out = exp(x) rounded once by the
 // reference. Reports the max ulp error (the claim in grad_hwy-inl.h).
 TEST_P(GradKernelTest, Fp32ExpUlp) {

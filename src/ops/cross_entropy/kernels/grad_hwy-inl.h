@@ -202,18 +202,23 @@ HWY_INLINE V16 F32ToHalf(DF df, VF v) {
 #endif
 }
 
-// fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet), as FloatToBf16. kMayBeNaN false: the caller
-// knows no lane is NaN (the fast path), and the NaN case is skipped.
+// fp32 -> bf16 bits in the upper 16 bits of each 32-bit lane (the lower 16 are garbage), round to nearest even;
+// NaN stays NaN (quiet), as FloatToBf16. kMayBeNaN false: the caller knows no lane is NaN (the fast path), and
+// the NaN case is skipped.
+template <bool kMayBeNaN = true>
+HWY_INLINE hn::Vec<DU> Bf16RoundedHigh(VF v) {
+    const DU du;
+    const auto u = hn::BitCast(du, v);
+    const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+    if constexpr (!kMayBeNaN) return rounded;
+    return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(u, hn::Set(du, 0x00400000u)), rounded);
+}
+
 template <bool kMayBeNaN = true>
 HWY_INLINE V16 F32ToBf16(DF /*df*/, VF v) {
     const D16 d16;
-    const DU du;
     const DI di;
-    const auto u = hn::BitCast(du, v);
-    const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
-    if constexpr (!kMayBeNaN) return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(rounded)));
-    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(u, hn::Set(du, 0x00400000u)), rounded);
-    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(bits)));
+    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(Bf16RoundedHigh<kMayBeNaN>(v))));
 }
 
 template <aclDataType kType>
@@ -375,6 +380,73 @@ HWY_INLINE FastRange RowFastRange(float a, float b, bool weights_finite) {
     return range;
 }
 
+// bf16 without widening or narrowing shuffles: a vector of 2 * lanes bf16 values is loaded as `lanes` 32-bit
+// lanes, each holding an even-indexed element in its lower half and the next (odd) element in its upper half
+// (little-endian). A shift and a mask give the even and the odd elements as exact floats, each computed exactly
+// as the one-vector path computes it (same operations on the same values: no element depends on where it sits in
+// a vector), and the two rounded results are merged back into pairs by a shift, a mask and an or, replacing the
+// zero-extensions, packs and lane permutes of Storage<ACL_BF16>. The weights are de-interleaved the same way
+// (LoadInterleaved2). A pair of vectors with a cancelled lane (Cancelled) is redone by the one-vector path, which
+// patches those lanes; the input of the pair is read again, which is safe for out == in because nothing of the
+// pair has been written yet. Returns the first column not done.
+template <BiasKind kBias>
+HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, size_t j, size_t count, VF a, VF b,
+                                   const float *w, const GradRowCoefficients &row, FastRange range) {
+    const DU du;
+    const size_t lanes = hn::Lanes(df);
+    const VF lo = hn::Set(df, range.lo);
+    const VF hi = hn::Set(df, range.hi);
+    const auto upper = hn::Set(du, 0xffff0000u);
+    for (; j + 2 * lanes <= count; j += 2 * lanes) {
+        const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(in + j));
+        const VF xe = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
+        const VF xo = hn::BitCast(df, hn::And(pairs, upper));
+        const auto in_range = hn::And(hn::And(hn::Le(lo, xe), hn::Le(xe, hi)), hn::And(hn::Le(lo, xo), hn::Le(xo, hi)));
+        const bool fast = hn::AllTrue(df, in_range);
+        VF ve, vo;
+        if (HWY_LIKELY(fast)) {
+            ve = ScaledExp<Storage<ACL_BF16>::kExpDegree, true>(df, xe, a);
+            vo = ScaledExp<Storage<ACL_BF16>::kExpDegree, true>(df, xo, a);
+        } else {
+            ve = ScaledExp<Storage<ACL_BF16>::kExpDegree, false>(df, xe, a);
+            vo = ScaledExp<Storage<ACL_BF16>::kExpDegree, false>(df, xo, a);
+        }
+        if constexpr (kBias != kNoBias) {
+            VF be = b, bo = b;
+            if constexpr (kBias == kWeightBias) {
+                VF we, wo;
+                hn::LoadInterleaved2(df, w + j, we, wo);
+                be = hn::Mul(b, we);
+                bo = hn::Mul(b, wo);
+            }
+            ve = hn::Sub(ve, be);
+            vo = hn::Sub(vo, bo);
+            const VF bound = hn::Set(df, kCancellationBound<ACL_BF16>);
+            const auto cancelled = hn::Or(hn::Lt(hn::Abs(ve), hn::Mul(hn::Abs(be), bound)),
+                                          hn::Lt(hn::Abs(vo), hn::Mul(hn::Abs(bo), bound)));
+            if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
+                const float *wj = kBias == kWeightBias ? w + j : w;
+                StoreVector<ACL_BF16, kBias, false, false>(df, Storage<ACL_BF16>::Load(df, in + j), a, b, wj, row,
+                                                           out + j);
+                StoreVector<ACL_BF16, kBias, false, false>(df, Storage<ACL_BF16>::Load(df, in + j + lanes), a, b,
+                                                           kBias == kWeightBias ? wj + lanes : w, row,
+                                                           out + j + lanes);
+                continue;
+            }
+        }
+        hn::Vec<DU> re, ro;
+        if (HWY_LIKELY(fast)) {
+            re = Bf16RoundedHigh<false>(ve);
+            ro = Bf16RoundedHigh<false>(vo);
+        } else {
+            re = Bf16RoundedHigh<true>(ve);
+            ro = Bf16RoundedHigh<true>(vo);
+        }
+        hn::StoreU(hn::Or(hn::ShiftRight<16>(re), hn::And(ro, upper)), du, reinterpret_cast<uint32_t *>(out + j));
+    }
+    return j;
+}
+
 // out[j, count) from in[j, count); w is the weight of column 0 (kWeightBias only). Reads each input vector before
 // writing the output vector at the same place, so out == in works.
 template <aclDataType kType, BiasKind kBias, bool kStream>
@@ -385,6 +457,9 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     const VF lo = hn::Set(df, range.lo);
     const VF hi = hn::Set(df, range.hi);
     const float *wj = w;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if constexpr (kType == ACL_BF16 && !kStream) j = RowLoopBf16Pairs<kBias>(df, in, out, j, count, a, b, w, row, range);
+#endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
         const VF x0 = Storage<kType>::Load(df, in + j);
