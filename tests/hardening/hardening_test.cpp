@@ -418,15 +418,16 @@ void QueueWorkThenFinalize(bool finalize) {
     aclrtStream stream = nullptr;
     if (aclrtCreateStream(&stream) != ACL_SUCCESS) std::_Exit(4);
     const int64_t n = 64, c = 8192;  // enough that the work is still queued when aclFinalize comes
-    std::vector<float> log_prob(n * c, -9.0f), out(n * c, 7.0f), copy(n * c, 0.0f);
+    std::vector<float> log_prob(n * c, -9.0f), copy(n * c, 0.0f);
+    std::vector<std::vector<float>> outs(8, std::vector<float>(n * c, 7.0f));  // one per run: two streams run at once
     std::vector<int64_t> target(n, 3);
     float grad = 1.0f;
     aclTensor *g = Make({}, ACL_FLOAT, &grad);
     aclTensor *l = Make({n, c}, ACL_FLOAT, log_prob.data());
     aclTensor *t = Make({n}, ACL_INT64, target.data());
-    aclTensor *o = Make({n, c}, ACL_FLOAT, out.data());
     std::vector<std::vector<uint8_t>> workspaces;
     for (int k = 0; k < 8; ++k) {
+        aclTensor *o = Make({n, c}, ACL_FLOAT, outs[k].data());
         uint64_t ws = 0;
         aclOpExecutor *executor = nullptr;
         if (aclnnCrossEntropyLossGradGetWorkspaceSize(g, l, t, nullptr, nullptr, nullptr, nullptr, -100, 0.0, 0.0, o,
@@ -437,8 +438,10 @@ void QueueWorkThenFinalize(bool finalize) {
         if (aclnnCrossEntropyLossGrad(workspaces.back().data(), ws, executor, k % 2 ? stream : nullptr) != ACLNN_SUCCESS) {
             std::_Exit(6);
         }
+        aclDestroyTensor(o);
     }
-    if (aclrtMemcpyAsync(copy.data(), copy.size() * 4, out.data(), out.size() * 4, ACL_MEMCPY_DEVICE_TO_DEVICE,
+    // outs[7] was written on `stream` (odd k): the copy queued behind it sees the result.
+    if (aclrtMemcpyAsync(copy.data(), copy.size() * 4, outs[7].data(), copy.size() * 4, ACL_MEMCPY_DEVICE_TO_DEVICE,
                          stream) != ACL_SUCCESS) {
         std::_Exit(7);
     }
