@@ -210,7 +210,8 @@ void RunOne(FuzzedDataProvider &fdp) {
     };
     for (int slot : {kInput, kTarget, kWeight}) {
         const Spec &spec = specs[slot];
-        if (!spec.present || !fits(spec)) continue;
+        // A broadcast view can name billions of elements over a few bytes: those keep the random fill.
+        if (!spec.present || !fits(spec) || spec.geometry.Elements() > (int64_t{1} << 22)) continue;
         uint8_t *base = buffers[spec.buffer]->data();
         const oracle::View v = view_of(spec, base);
         for_each_element(spec, [&](int64_t i, int64_t j) {
@@ -360,6 +361,10 @@ void RunOne(FuzzedDataProvider &fdp) {
                                          (std::fabs(input.Float(i, j)) + std::fabs(lse)) * 64 * std::ldexp(1.0, -24) +
                                          2 * limits.tiny;
                 const double value = got.Float(i, j);
+                // Past the format's range: infinity of the right sign (or the largest finite values).
+                if (std::fabs(want) > limits.max_finite - tolerance && std::isinf(value) && (value > 0) == (want > 0)) {
+                    continue;
+                }
                 if (!(std::fabs(value - want) <= tolerance)) {
                     Violation("wrong logProbOut", "[" + std::to_string(i) + "][" + std::to_string(j) + "]: expected " +
                                                       std::to_string(want) + ", got " + std::to_string(value));

@@ -262,7 +262,9 @@ inline Verdict Judge(const GradOracle &oracle, aclDataType dtype, int64_t i, int
     }
     // Past fp32's range (or NaN/infinite inputs): fp32 and float64 legitimately part ways (inf * 0 and the like).
     const double x = oracle.in.log_prob.Float(i, j);
-    if (std::isnan(want) || !std::isfinite(magnitude) || magnitude > 1e36 || std::isnan(x) || x > 80.0) {
+    // A row coefficient beyond fp32's range is infinite in fp32 arithmetic, whatever p it multiplies.
+    if (std::isnan(want) || !std::isfinite(magnitude) || magnitude > 1e36 || std::isnan(x) || x > 80.0 ||
+        !(oracle.RowScale(i) <= 1e36)) {
         return Verdict::kSkipped;
     }
     const DtypeLimits limits = LimitsOf(dtype);
