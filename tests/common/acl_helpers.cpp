@@ -84,6 +84,7 @@ Layout TransposedLayout(int64_t rows, int64_t cols) {
 }
 
 void FillPoison(aclDataType dtype, void *base, int64_t elements) {
+    if (!base || elements <= 0) return;
     auto *bytes = static_cast<uint8_t *>(base);
     switch (dtype) {
         case ACL_FLOAT: {

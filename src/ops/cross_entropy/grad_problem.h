@@ -20,8 +20,9 @@ struct Operand {
     int64_t elements = 0;
     int64_t element_size = 0;
 
-    const char *Base() const { return static_cast<const char *>(data) + offset * element_size; }
-    char *MutableBase() const { return static_cast<char *>(data) + offset * element_size; }
+    // NULL stays NULL (allowed for a view with no elements): no arithmetic on a null pointer.
+    const char *Base() const { return data ? static_cast<const char *>(data) + offset * element_size : nullptr; }
+    char *MutableBase() const { return data ? static_cast<char *>(data) + offset * element_size : nullptr; }
 };
 
 // Input indices of aclSetInputTensorAddr: the prototype's order.

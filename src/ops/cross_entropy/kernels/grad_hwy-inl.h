@@ -471,10 +471,12 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         const auto in_range = hn::And(hn::And(hn::Le(lo, x0), hn::Le(x0, hi)), hn::And(hn::Le(lo, x1), hn::Le(x1, hi)));
         if (HWY_LIKELY(hn::AllTrue(df, in_range))) {
             StoreVector<kType, kBias, kStream, true>(df, x0, a, b, wj, row, out + j);
-            StoreVector<kType, kBias, kStream, true>(df, x1, a, b, wj + lanes, row, out + j + lanes);
+            StoreVector<kType, kBias, kStream, true>(df, x1, a, b, kBias == kWeightBias ? wj + lanes : w, row,
+                                                     out + j + lanes);
         } else {
             StoreVector<kType, kBias, kStream, false>(df, x0, a, b, wj, row, out + j);
-            StoreVector<kType, kBias, kStream, false>(df, x1, a, b, wj + lanes, row, out + j + lanes);
+            StoreVector<kType, kBias, kStream, false>(df, x1, a, b, kBias == kWeightBias ? wj + lanes : w, row,
+                                                      out + j + lanes);
         }
     }
     for (; j + lanes <= count; j += lanes) {
