@@ -15,6 +15,7 @@
 
 #include "acl/acl.h"
 #include "aclnn/acl_meta.h"
+#include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
 #include "grad_oracle.h"
 
@@ -189,6 +190,43 @@ TEST_F(Hardening, SelfOverlappingOutputIsRefused) {
     EXPECT_EQ(p.RunAll(o, l, t), ACL_SUCCESS) << aclGetRecentErrMsg();
     EXPECT_TRUE(out_mem.GuardsIntact());
     for (aclTensor *x : {l, t, o}) aclDestroyTensor(x);
+}
+
+// The forward refuses self-overlapping outputs the same way, whichever output it is, and writes nothing.
+TEST_F(Hardening, ForwardSelfOverlappingOutputIsRefused) {
+    std::vector<float> input(24, 0.5f), log_prob_out(24, 7.0f), loss_out(4, 7.0f), lse_out(4, 7.0f);
+    std::vector<int64_t> target{0, 5, 2, 3};
+    aclTensor *in = Make({4, 6}, ACL_FLOAT, input.data());
+    aclTensor *t = Make({4}, ACL_INT64, target.data());
+    aclTensor *zloss = Make({0}, ACL_FLOAT, nullptr);
+    const std::vector<int64_t> strides[] = {{0, 1}, {6, 0}, {1, 1}};
+    for (const auto &s : strides) {
+        aclTensor *lp = Make({4, 6}, ACL_FLOAT, log_prob_out.data(), s, 0, {24});
+        aclTensor *loss = Make({4}, ACL_FLOAT, loss_out.data());
+        aclTensor *lse = Make({4}, ACL_FLOAT, lse_out.data());
+        uint64_t ws = 0;
+        aclOpExecutor *ex = nullptr;
+        EXPECT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(in, t, nullptr, const_cast<char *>("none"), -100, 0.0, 0.0,
+                                                        false, loss, lp, zloss, lse, &ws, &ex),
+                  ACLNN_ERR_PARAM_INVALID)
+            << s[0] << "," << s[1];
+        ASSERT_NE(aclGetRecentErrMsg(), nullptr);
+        EXPECT_NE(std::string(aclGetRecentErrMsg()).find("logProbOut"), std::string::npos) << aclGetRecentErrMsg();
+        for (aclTensor *x : {lp, loss, lse}) aclDestroyTensor(x);
+    }
+    // The same loss output with a zero stride (4 elements on one address) is refused too.
+    aclTensor *lp = Make({4, 6}, ACL_FLOAT, log_prob_out.data());
+    aclTensor *loss = Make({4}, ACL_FLOAT, loss_out.data(), {0}, 0, {4});
+    aclTensor *lse = Make({4}, ACL_FLOAT, lse_out.data());
+    uint64_t ws = 0;
+    aclOpExecutor *ex = nullptr;
+    EXPECT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(in, t, nullptr, const_cast<char *>("none"), -100, 0.0, 0.0, false,
+                                                    loss, lp, zloss, lse, &ws, &ex),
+              ACLNN_ERR_PARAM_INVALID);
+    EXPECT_NE(std::string(aclGetRecentErrMsg()).find("lossOut"), std::string::npos) << aclGetRecentErrMsg();
+    for (float v : log_prob_out) EXPECT_EQ(v, 7.0f);
+    for (float v : loss_out) EXPECT_EQ(v, 7.0f);
+    for (aclTensor *x : {lp, loss, lse, in, t, zloss}) aclDestroyTensor(x);
 }
 
 // A broadcast input of 2^80 logical elements is fine as an input, but no output can hold them: refused quickly.

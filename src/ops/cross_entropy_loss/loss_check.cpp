@@ -147,6 +147,13 @@ aclnnStatus CheckCrossEntropyLoss(const aclTensor *input, const aclTensor *targe
     // output ----
     for (size_t k = 0; k < std::size(outputs); ++k) {
         const auto &out = outputs[k];
+        if (OverlapsItself(out.tensor)) {
+            return Fail(ACLNN_ERR_PARAM_INVALID,
+                        "%s: %s (shape %s, strides %s) has elements that share an address, expected a view whose "
+                        "elements are distinct",
+                        kApi, out.name, DimsToString(out.tensor->view_dims).c_str(),
+                        DimsToString(out.tensor->strides).c_str());
+        }
         for (const auto &in : inputs) {
             if (!in.tensor) continue;
             if (k == kLogProbOut && in.tensor == input && SameView(out.tensor, input)) continue;
