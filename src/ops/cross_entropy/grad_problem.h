@@ -23,6 +23,11 @@ struct Operand {
     // NULL stays NULL (allowed for a view with no elements): no arithmetic on a null pointer.
     const char *Base() const { return data ? static_cast<const char *>(data) + offset * element_size : nullptr; }
     char *MutableBase() const { return data ? static_cast<char *>(data) + offset * element_size : nullptr; }
+    // Element index of a view along a dimension of the given stride.
+    const char *Element(int64_t index, int64_t stride) const { return Base() + index * stride * element_size; }
+    char *MutableElement(int64_t index, int64_t stride) const {
+        return MutableBase() + index * stride * element_size;
+    }
 };
 
 // Input indices of aclSetInputTensorAddr: the prototype's order.

@@ -15,42 +15,13 @@
 #include <cstring>
 #include <limits>
 
-#include "common/float_convert.h"
+#include "ops/common/element_access.h"
 
 namespace openaclnn::cross_entropy {
 namespace {
 
 double LoadFloat(const Operand &operand, aclDataType dtype, int64_t index) {
-    const char *element = operand.Base() + index * operand.stride0 * operand.element_size;
-    switch (dtype) {
-        case ACL_FLOAT: {
-            float value;
-            std::memcpy(&value, element, sizeof value);
-            return value;
-        }
-        case ACL_FLOAT16: {
-            uint16_t bits;
-            std::memcpy(&bits, element, sizeof bits);
-            return HalfToFloat(bits);
-        }
-        default: {
-            uint16_t bits;
-            std::memcpy(&bits, element, sizeof bits);
-            return Bf16ToFloat(bits);
-        }
-    }
-}
-
-int64_t LoadTarget(const Operand &operand, aclDataType dtype, int64_t index) {
-    const char *element = operand.Base() + index * operand.stride0 * operand.element_size;
-    if (dtype == ACL_INT32) {
-        int32_t value;
-        std::memcpy(&value, element, sizeof value);
-        return value;
-    }
-    int64_t value;
-    std::memcpy(&value, element, sizeof value);
-    return value;
+    return LoadFloatAt(operand.Element(index, operand.stride0), dtype);
 }
 
 }  // namespace
@@ -72,7 +43,7 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
     int64_t unmasked = 0;       // K
     int64_t bad_rows = 0;
     for (int64_t i = 0; i < p.n; ++i) {
-        const int64_t t = LoadTarget(target, p.target_dtype, i);
+        const int64_t t = LoadIndexAt(target.Element(i, target.stride0), p.target_dtype);
         GradRowCoefficients &row = rows[i];
         row = GradRowCoefficients{0.0, 0.0, 0.0, -1, kRowZero, 0};
         if (t == p.ignore_index) continue;

@@ -16,67 +16,17 @@
 #include <cstring>
 #include <limits>
 
-#include "common/float_convert.h"
+#include "ops/common/element_access.h"
 
 namespace openaclnn::cross_entropy_loss {
 namespace {
 
-const char *ElementAddress(const Operand &operand, int64_t index, int64_t stride) {
-    return operand.Base() + index * stride * operand.element_size;
-}
-
 double LoadFloat(const Operand &operand, aclDataType dtype, int64_t index, int64_t stride) {
-    const char *element = ElementAddress(operand, index, stride);
-    switch (dtype) {
-        case ACL_FLOAT: {
-            float value;
-            std::memcpy(&value, element, sizeof value);
-            return value;
-        }
-        case ACL_FLOAT16: {
-            uint16_t bits;
-            std::memcpy(&bits, element, sizeof bits);
-            return HalfToFloat(bits);
-        }
-        default: {
-            uint16_t bits;
-            std::memcpy(&bits, element, sizeof bits);
-            return Bf16ToFloat(bits);
-        }
-    }
+    return LoadFloatAt(operand.Element(index, stride), dtype);
 }
 
 void StoreFloat(const Operand &operand, aclDataType dtype, int64_t index, double value) {
-    char *element = operand.MutableBase() + index * operand.stride0 * operand.element_size;
-    switch (dtype) {
-        case ACL_FLOAT: {
-            const float narrowed = static_cast<float>(value);
-            std::memcpy(element, &narrowed, sizeof narrowed);
-            break;
-        }
-        case ACL_FLOAT16: {
-            const uint16_t bits = DoubleToHalf(value);
-            std::memcpy(element, &bits, sizeof bits);
-            break;
-        }
-        default: {
-            const uint16_t bits = DoubleToBf16(value);
-            std::memcpy(element, &bits, sizeof bits);
-            break;
-        }
-    }
-}
-
-int64_t LoadTarget(const Operand &operand, aclDataType dtype, int64_t index) {
-    const char *element = ElementAddress(operand, index, operand.stride0);
-    if (dtype == ACL_INT32) {
-        int32_t value;
-        std::memcpy(&value, element, sizeof value);
-        return value;
-    }
-    int64_t value;
-    std::memcpy(&value, element, sizeof value);
-    return value;
+    StoreFloatAt(operand.MutableElement(index, operand.stride0), dtype, value);
 }
 
 }  // namespace
@@ -89,7 +39,7 @@ void GatherLossRows(const CrossEntropyLossProblem &p, LossRowStats *rows, TaskCo
     for (int64_t i = 0; i < p.n; ++i) {
         LossRowStats &row = rows[i];
         row = LossRowStats{0.0, 0.0, 0.0, 0.0, kLossRowIgnored, 0};
-        const int64_t t = LoadTarget(target, p.target_dtype, i);
+        const int64_t t = LoadIndexAt(target.Element(i, target.stride0), p.target_dtype);
         if (t == p.ignore_index) continue;
         if (t < 0 || t >= p.c) {
             row.kind = kLossRowOutOfRange;

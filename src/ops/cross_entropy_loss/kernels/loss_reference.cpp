@@ -11,33 +11,11 @@
 #include <cmath>
 #include <limits>
 
-#include "common/float_convert.h"
+#include "ops/common/element_access.h"
 #include "kernels/loss_kernel.h"
 
 namespace openaclnn::cross_entropy_loss {
 namespace {
-
-template <aclDataType kType>
-double LoadElement(const void *base, int64_t index) {
-    if constexpr (kType == ACL_FLOAT) {
-        return static_cast<const float *>(base)[index];
-    } else if constexpr (kType == ACL_FLOAT16) {
-        return HalfToFloat(static_cast<const uint16_t *>(base)[index]);
-    } else {
-        return Bf16ToFloat(static_cast<const uint16_t *>(base)[index]);
-    }
-}
-
-template <aclDataType kType>
-void StoreElement(void *base, int64_t index, double value) {
-    if constexpr (kType == ACL_FLOAT) {
-        static_cast<float *>(base)[index] = static_cast<float>(value);
-    } else if constexpr (kType == ACL_FLOAT16) {
-        static_cast<uint16_t *>(base)[index] = DoubleToHalf(value);
-    } else {
-        static_cast<uint16_t *>(base)[index] = DoubleToBf16(value);
-    }
-}
 
 template <aclDataType kType>
 double RowLogSumExp(const LossKernelArgs &args, int64_t row) {
