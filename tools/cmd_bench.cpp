@@ -27,11 +27,8 @@
 #include "commands.h"
 #include "inputs.h"
 #include "npy.h"
+#include "openaclnn_build_info.h"
 #include "subprocess.h"
-
-#ifndef OPENACLNN_TOOL_VERSION
-#define OPENACLNN_TOOL_VERSION "unknown"
-#endif
 
 namespace openaclnn_cli {
 

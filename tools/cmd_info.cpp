@@ -18,25 +18,10 @@
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "openaclnn_build_info.h"
 #include "subprocess.h"
 
 #pragma weak aclnnCrossEntropyLossGetWorkspaceSize
-
-#ifndef OPENACLNN_TOOL_VERSION
-#define OPENACLNN_TOOL_VERSION "unknown"
-#endif
-#ifndef OPENACLNN_BUILD_TYPE
-#define OPENACLNN_BUILD_TYPE "unknown"
-#endif
-#ifndef OPENACLNN_BUILD_SANITIZE
-#define OPENACLNN_BUILD_SANITIZE ""
-#endif
-#ifndef OPENACLNN_BUILD_COMPILER
-#define OPENACLNN_BUILD_COMPILER __VERSION__
-#endif
-#ifndef OPENACLNN_BUILD_CXX_FLAGS
-#define OPENACLNN_BUILD_CXX_FLAGS ""
-#endif
 
 namespace openaclnn_cli {
 

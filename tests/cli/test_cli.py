@@ -696,6 +696,11 @@ class HelpInfoBenchTest(CliTestCase):
         self.assertIn("simd features", r.stdout)
         self.assertIn("threads:", r.stdout)
         self.assertIn("kernel", r.stdout)
+        # The sanitizers the build was configured with (tests/cli/CMakeLists.txt passes them, ';' written as ','),
+        # printed whole: "address,undefined" is one value, not cut at its separator.
+        sanitize = os.environ.get("OPENACLNN_EXPECT_SANITIZE")
+        if sanitize is not None:
+            self.assertRegex(r.stdout, r"\n  sanitizers    " + re.escape(sanitize or "none") + r"\n")
         r = self.ok("info", "--no-probe", env={"OPENACLNN_NUM_THREADS": "3", "OPENACLNN_MAX_ISA": "scalar"})
         self.assertIn("3 (from OPENACLNN_NUM_THREADS)", r.stdout)
         self.assertIn("OPENACLNN_MAX_ISA      scalar", r.stdout)
