@@ -353,7 +353,13 @@ HWY_INLINE float RowMax(const T *x, int64_t c) {
         m3 = hn::Max(m3, LoadRow(df, x + j + 3 * lanes));
     }
     for (; j + lanes <= c; j += lanes) m0 = hn::Max(m0, LoadRow(df, x + j));
-    float m = hn::GetLane(hn::MaxOfLanes(df, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3))));
+    // The lanes are combined here, not by MaxOfLanes: Highway 1.0's EMU128 target (the scalar level when clang builds
+    // this file; gcc < 12.3 gets SCALAR) starts MaxOfLanes from the lowest finite float, so a row of all -inf got
+    // M = -FLT_MAX, and pass B's NaN probe (-inf - M = -inf) missed it.
+    HWY_ALIGN float lane_max[kGroup];
+    hn::Store(hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)), df, lane_max);
+    float m = lane_max[0];
+    for (size_t k = 1; k < hn::Lanes(df); ++k) m = std::max(m, lane_max[k]);
     for (; j < c; ++j) m = std::max(m, LoadScalar(x + j));
     return m;
 }
