@@ -9,10 +9,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-
-#ifndef OPENACLNN_TOOL_VERSION
-#define OPENACLNN_TOOL_VERSION "unknown"
-#endif
+#include "openaclnn_build_info.h"
 
 namespace {
 
