@@ -8,8 +8,8 @@
 //   - logProbOut is log_softmax(input) row by row (float64 reference, the dtype's tolerance) wherever the row's
 //     inputs are finite; a synchronisation without out-of-range targets reports success;
 //   - no sanitizer report.
-// Self-overlapping outputs (a zero stride in logProbOut, say) are not generated: the forward's checks accept them
-// (reported to the operator's owner); set OPENACLNN_FUZZ_SELF_OVERLAP=1 to generate them anyway.
+// Outputs whose elements share an address (a zero stride in logProbOut, say) and data addresses that are not a
+// multiple of the element size are generated too: both are refused with 161002.
 #include <algorithm>
 #include <numeric>
 
@@ -22,7 +22,6 @@ using namespace openaclnn::fuzz;
 namespace {
 
 aclrtStream g_stream = nullptr;
-bool g_self_overlap = false;
 
 enum Slot { kInput, kTarget, kWeight, kLoss, kLogProbOut, kZloss, kLse, kSlots };
 const char *const kSlotNames[kSlots] = {"input", "target", "weight", "lossOut", "logProbOut", "zlossOut", "lseOut"};
@@ -35,6 +34,7 @@ struct Spec {
     aclFormat format = ACL_FORMAT_ND;
     Geometry geometry;
     int buffer = -1;
+    int64_t byte_shift = 0;  // data = buffer + byte_shift
     bool wild_values = false;
     aclTensor *handle = nullptr;
 };
@@ -100,7 +100,7 @@ void RunOne(FuzzedDataProvider &fdp) {
         Spec &spec = specs[slot];
         if (!spec.present) continue;
         spec.dtype = slot == kTarget ? target_dtype : slot == kWeight ? ACL_FLOAT : dtype;
-        spec.geometry = ValidGeometry(fdp, expected[slot], IsOutput(slot) && !g_self_overlap);
+        spec.geometry = ValidGeometry(fdp, expected[slot], false);
         spec.wild_values = fdp.ConsumeIntegralInRange<int>(0, 7) == 0;
         if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) {
             MutateGeometry(fdp, &spec.geometry);
@@ -127,15 +127,13 @@ void RunOne(FuzzedDataProvider &fdp) {
         specs[kLogProbOut].dtype = specs[kInput].dtype;
         specs[kLogProbOut].format = specs[kInput].format;
         specs[kLogProbOut].stale = specs[kInput].stale;
-        if (specs[kInput].geometry.self_overlap) {
-            if (!g_self_overlap) specs[kLogProbOut].present = false;
-            invalidate("in place over a self-overlapping input");
-        }
+        if (specs[kInput].geometry.self_overlap) invalidate("in place over a self-overlapping input");
     }
 
     std::vector<std::unique_ptr<Buffer>> buffers;
     std::vector<int64_t> need;
     std::vector<bool> device_mode;
+    int misaligned_slot = -1;  // a tensor whose data address is not a multiple of its element size
     Random random{fdp.ConsumeIntegral<uint64_t>()};
     for (int slot = 0; slot < kSlots; ++slot) {
         Spec &spec = specs[slot];
@@ -169,6 +167,16 @@ void RunOne(FuzzedDataProvider &fdp) {
             need.back() = fdp.ConsumeIntegralInRange<int64_t>(1, std::max<int64_t>(bytes, 1) + 64);
             if (need.back() < bytes) invalidate("block smaller than storage");
         }
+        if (fdp.ConsumeIntegralInRange<int>(0, 31) == 0) {
+            // The data address shifted by whole elements (valid), or by bytes (refused with 161002).
+            const int64_t unit = fdp.ConsumeBool() ? 1 : std::max<int64_t>(size, 1);
+            spec.byte_shift = fdp.ConsumeIntegralInRange<int64_t>(1, 8) * unit;
+            need.back() += spec.byte_shift;
+            if (spec.byte_shift % std::max<int64_t>(size, 1) != 0) {
+                invalidate("misaligned data");
+                misaligned_slot = slot;
+            }
+        }
     }
     for (size_t b = 0; b < need.size(); ++b) {
         auto buffer = std::make_unique<Buffer>();
@@ -179,7 +187,10 @@ void RunOne(FuzzedDataProvider &fdp) {
         for (size_t k = 0; k < buffer->bytes; ++k) data[k] = static_cast<uint8_t>(random.Next());
         buffers.push_back(std::move(buffer));
     }
-    if (in_place_handle) specs[kLogProbOut].buffer = specs[kInput].buffer;
+    if (in_place_handle) {
+        specs[kLogProbOut].buffer = specs[kInput].buffer;
+        specs[kLogProbOut].byte_shift = specs[kInput].byte_shift;
+    }
 
     const auto fits = [&](const Spec &spec) {
         if (spec.buffer < 0) return false;
@@ -194,11 +205,16 @@ void RunOne(FuzzedDataProvider &fdp) {
             if (__builtin_add_overflow(extent < 0 ? low : high, extent, extent < 0 ? &low : &high)) return false;
         }
         int64_t end;
-        if (low < 0 || high == std::numeric_limits<int64_t>::max() || __builtin_mul_overflow(high + 1, size, &end)) return false;
+        if (low < 0 || high == std::numeric_limits<int64_t>::max() || __builtin_mul_overflow(high + 1, size, &end) ||
+            __builtin_add_overflow(end, spec.byte_shift, &end)) {
+            return false;
+        }
         return end <= static_cast<int64_t>(buffers[spec.buffer]->bytes);
     };
+    // base: the buffer's start (the view adds the spec's shift), or NULL for index arithmetic only.
     const auto view_of = [&](const Spec &spec, const uint8_t *base) {
-        return oracle::View{base, spec.dtype, spec.geometry.offset, spec.geometry.EffectiveStrides()};
+        return oracle::View{base ? base + spec.byte_shift : nullptr, spec.dtype, spec.geometry.offset,
+                            spec.geometry.EffectiveStrides()};
     };
     const auto for_each_element = [&](const Spec &spec, auto &&fn) {
         const Geometry &g = spec.geometry;
@@ -212,8 +228,8 @@ void RunOne(FuzzedDataProvider &fdp) {
         const Spec &spec = specs[slot];
         // A broadcast view can name billions of elements over a few bytes: those keep the random fill.
         if (!spec.present || !fits(spec) || spec.geometry.Elements() > (int64_t{1} << 22)) continue;
-        uint8_t *base = buffers[spec.buffer]->data();
-        const oracle::View v = view_of(spec, base);
+        uint8_t *base = buffers[spec.buffer]->data() + spec.byte_shift;
+        const oracle::View v = view_of(spec, nullptr);  // index arithmetic only
         for_each_element(spec, [&](int64_t i, int64_t j) {
             double value = 0;
             int64_t integer = 0;
@@ -248,7 +264,7 @@ void RunOne(FuzzedDataProvider &fdp) {
         const Geometry &g = spec.geometry;
         spec.handle = aclCreateTensor(g.dims.data(), g.dims.size(), spec.dtype, g.null_strides ? nullptr : g.strides.data(),
                                       g.offset, spec.format, g.storage.data(), g.storage.size(),
-                                      spec.buffer >= 0 ? buffers[spec.buffer]->data() : nullptr);
+                                      spec.buffer >= 0 ? buffers[spec.buffer]->data() + spec.byte_shift : nullptr);
         if (!spec.handle) {
             invalidate("not created");
             if (slot != kWeight) expect_nullptr = true; else spec.present = false;
@@ -274,7 +290,8 @@ void RunOne(FuzzedDataProvider &fdp) {
             d += std::string("  ") + kSlotNames[slot] + ": dtype " + std::to_string(s.dtype) + " dims " +
                  Dims(s.geometry.dims) + " strides " + (s.geometry.null_strides ? "NULL" : Dims(s.geometry.strides)) +
                  " offset " + std::to_string(s.geometry.offset) + " storage " + Dims(s.geometry.storage) + " buffer " +
-                 std::to_string(s.buffer) + (s.stale ? " stale" : "") + "\n";
+                 std::to_string(s.buffer) + " shift " + std::to_string(s.byte_shift) + (s.stale ? " stale" : "") +
+                 "\n";
         }
     }
     for (auto &buffer : buffers) buffer->Snapshot();
@@ -299,6 +316,9 @@ void RunOne(FuzzedDataProvider &fdp) {
     if (expect_nullptr && status != ACLNN_ERR_PARAM_NULLPTR) Violation("NULL or dead argument not refused with 161001", std::to_string(status));
     if (valid && status != ACLNN_SUCCESS) Violation("phase 1 refused valid arguments", aclGetRecentErrMsg());
     CheckUntouched(buffers, "phase 1");
+    if (misaligned_slot >= 0 && status == ACLNN_SUCCESS) {
+        Violation("phase 1 accepted a data address not aligned to its element size", kSlotNames[misaligned_slot]);
+    }
     if (status == ACLNN_SUCCESS) {
         for (int slot = 0; slot < kSlots; ++slot) {
             const Spec &spec = specs[slot];
@@ -312,7 +332,8 @@ void RunOne(FuzzedDataProvider &fdp) {
             const oracle::View v = view_of(spec, nullptr);
             const size_t size = oracle::ElementSize(spec.dtype);
             for_each_element(spec, [&](int64_t i, int64_t j) {
-                std::memset(&buffers[spec.buffer]->written[static_cast<size_t>(v.Index(i, j)) * size], 1, size);
+                const size_t byte = static_cast<size_t>(v.Index(i, j)) * size + static_cast<size_t>(spec.byte_shift);
+                std::memset(&buffers[spec.buffer]->written[byte], 1, size);
             });
         }
         std::vector<uint8_t> workspace(workspace_size);
@@ -390,8 +411,6 @@ void RunOne(FuzzedDataProvider &fdp) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-    const char *overlap = std::getenv("OPENACLNN_FUZZ_SELF_OVERLAP");
-    g_self_overlap = overlap && *overlap == '1';
     if (aclInit(nullptr) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS || aclrtCreateStream(&g_stream) != ACL_SUCCESS) {
         std::fprintf(stderr, "ACL initialisation failed\n");
         std::abort();

@@ -253,6 +253,185 @@ TEST_F(Hardening, OutputOverlappingAnInputIsRefused) {
     aclDestroyTensor(o);
 }
 
+// ---- misaligned data addresses --------------------------------------------------------------------------------
+// A data address that is not a multiple of its dtype's size (a float at an odd address) is refused with 161002,
+// naming the tensor (fuzz/README.md: "Misaligned data addresses"); an address aligned to the element but not to a
+// vector is an ordinary address, and gives the same bits as an aligned one.
+
+// 64-byte aligned scratch memory, filled with a pattern; a tensor's data lives at base() + shift.
+struct alignas(64) Scratch {
+    uint8_t bytes[512];
+    Scratch() { std::memset(bytes, 0x3c, sizeof bytes); }
+    uint8_t *at(size_t shift) { return bytes + shift; }
+};
+
+bool MessageNames(const char *what) {
+    const char *message = aclGetRecentErrMsg();
+    return message != nullptr && std::strstr(message, what) != nullptr && std::strstr(message, "not a multiple of");
+}
+
+TEST_F(Hardening, GradMisalignedDataAddressesAreRefused) {
+    const int64_t n = 3, c = 5;
+    // Each tensor of the gradient in turn gets an address off by `shift` bytes; the others stay aligned.
+    enum { kGradLoss, kLogProb, kTarget, kWeight, kGradZloss, kLse, kOut, kCount };
+    const char *names[kCount] = {"gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional",
+                                 "lseForZlossOptional", "out"};
+    for (const aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
+        for (const aclDataType target_type : {ACL_INT64, ACL_INT32}) {
+            const int64_t size = dtype == ACL_FLOAT ? 4 : 2, target_size = target_type == ACL_INT64 ? 8 : 4;
+            const int64_t sizes[kCount] = {size, size, target_size, 4, size, size, size};
+            for (int bad = 0; bad < kCount; ++bad) {
+                for (int64_t shift = 1; shift < sizes[bad]; ++shift) {
+                    Scratch mem[kCount];
+                    for (int k = 0; k < kCount; ++k) std::memset(mem[k].bytes, 0, sizeof mem[k].bytes);
+                    const auto data = [&](int k) { return mem[k].at(k == bad ? static_cast<size_t>(shift) : 0); };
+                    aclTensor *t[kCount] = {
+                        Make({n}, dtype, data(kGradLoss)),     Make({n, c}, dtype, data(kLogProb)),
+                        Make({n}, target_type, data(kTarget)), Make({c}, ACL_FLOAT, data(kWeight)),
+                        Make({n}, dtype, data(kGradZloss)),    Make({n}, dtype, data(kLse)),
+                        Make({n, c}, dtype, data(kOut))};
+                    std::memset(mem[kOut].bytes, 0x3c, sizeof mem[kOut].bytes);
+                    uint64_t ws = 0;
+                    aclOpExecutor *executor = nullptr;
+                    const aclnnStatus s = aclnnCrossEntropyLossGradGetWorkspaceSize(
+                        t[kGradLoss], t[kLogProb], t[kTarget], t[kWeight], t[kGradZloss], t[kLse],
+                        const_cast<char *>("none"), -100, 0.0, 0.5, t[kOut], &ws, &executor);
+                    EXPECT_EQ(s, ACLNN_ERR_PARAM_INVALID) << names[bad] << " shifted by " << shift;
+                    EXPECT_TRUE(MessageNames(names[bad])) << (aclGetRecentErrMsg() ? aclGetRecentErrMsg() : "");
+                    for (uint8_t b : mem[kOut].bytes) ASSERT_EQ(b, 0x3c) << "a refused call wrote memory";
+                    for (aclTensor *x : t) aclDestroyTensor(x);
+                }
+            }
+        }
+    }
+}
+
+TEST_F(Hardening, ForwardMisalignedDataAddressesAreRefused) {
+    const int64_t n = 3, c = 5;
+    enum { kInput, kTarget, kWeight, kLoss, kLogProb, kZloss, kLse, kCount };
+    const char *names[kCount] = {"input", "target", "weightOptional", "lossOut", "logProbOut", "zlossOut",
+                                 "lseForZlossOut"};
+    for (const aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
+        for (const aclDataType target_type : {ACL_INT64, ACL_INT32}) {
+            const int64_t size = dtype == ACL_FLOAT ? 4 : 2, target_size = target_type == ACL_INT64 ? 8 : 4;
+            const int64_t sizes[kCount] = {size, target_size, 4, size, size, size, size};
+            for (int bad = 0; bad < kCount; ++bad) {
+                for (int64_t shift = 1; shift < sizes[bad]; ++shift) {
+                    Scratch mem[kCount];
+                    for (int k = 0; k < kLoss; ++k) std::memset(mem[k].bytes, 0, sizeof mem[k].bytes);
+                    const auto data = [&](int k) { return mem[k].at(k == bad ? static_cast<size_t>(shift) : 0); };
+                    aclTensor *t[kCount] = {
+                        Make({n, c}, dtype, data(kInput)), Make({n}, target_type, data(kTarget)),
+                        Make({c}, ACL_FLOAT, data(kWeight)), Make({n}, dtype, data(kLoss)),
+                        Make({n, c}, dtype, data(kLogProb)), Make({n}, dtype, data(kZloss)),
+                        Make({n}, dtype, data(kLse))};
+                    uint64_t ws = 0;
+                    aclOpExecutor *executor = nullptr;
+                    const aclnnStatus s = aclnnCrossEntropyLossGetWorkspaceSize(
+                        t[kInput], t[kTarget], t[kWeight], const_cast<char *>("none"), -100, 0.0, 0.5, true,
+                        t[kLoss], t[kLogProb], t[kZloss], t[kLse], &ws, &executor);
+                    EXPECT_EQ(s, ACLNN_ERR_PARAM_INVALID) << names[bad] << " shifted by " << shift;
+                    EXPECT_TRUE(MessageNames(names[bad])) << (aclGetRecentErrMsg() ? aclGetRecentErrMsg() : "");
+                    for (int k = kLoss; k < kCount; ++k) {
+                        for (uint8_t b : mem[k].bytes) ASSERT_EQ(b, 0x3c) << "a refused call wrote memory";
+                    }
+                    for (aclTensor *x : t) aclDestroyTensor(x);
+                }
+            }
+        }
+    }
+}
+
+// Rebinding a repeatable executor to a misaligned address is refused the same way, and leaves the executor bound
+// to its old addresses: it still runs, and gives the same bits.
+TEST_F(Hardening, RebindingToMisalignedAddressesIsRefused) {
+    Problem p;
+    uint64_t ws = 0;
+    aclOpExecutor *executor = nullptr;
+    ASSERT_EQ(p.Phase1(p.out_t, &ws, &executor), ACLNN_SUCCESS);
+    ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+    std::vector<uint8_t> workspace(ws);
+    ASSERT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, executor, nullptr), ACLNN_SUCCESS);
+    ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+    const std::vector<uint8_t> first(p.out.bytes);
+    Scratch spare;
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 1, nullptr, spare.at(2)), ACLNN_ERR_PARAM_INVALID);  // logProb
+    EXPECT_TRUE(MessageNames("aclSetInputTensorAddr"));
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 2, nullptr, spare.at(4)), ACLNN_ERR_PARAM_INVALID);  // int64 target
+    EXPECT_EQ(aclSetOutputTensorAddr(executor, 0, nullptr, spare.at(1)), ACLNN_ERR_PARAM_INVALID);  // out
+    EXPECT_TRUE(MessageNames("aclSetOutputTensorAddr"));
+    std::memset(p.out.data(), 0x11, 24 * 4);
+    ASSERT_EQ(aclnnCrossEntropyLossGrad(workspace.data(), ws, executor, nullptr), ACLNN_SUCCESS);
+    ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+    EXPECT_EQ(first, p.out.bytes);
+    for (uint8_t b : spare.bytes) EXPECT_EQ(b, 0x3c);
+    EXPECT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS);
+    // The forward's executor, too.
+    float input[6] = {0.5f, -1.0f, 2.0f, 0.0f, 1.0f, 3.0f}, loss[2], log_prob[6], lse[2];
+    int64_t target[2] = {0, 2};
+    aclTensor *in = Make({2, 3}, ACL_FLOAT, input), *t = Make({2}, ACL_INT64, target);
+    aclTensor *loss_t = Make({2}, ACL_FLOAT, loss), *lp_t = Make({2, 3}, ACL_FLOAT, log_prob);
+    aclTensor *z_t = Make({0}, ACL_FLOAT, nullptr), *lse_t = Make({2}, ACL_FLOAT, lse);
+    ASSERT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(in, t, nullptr, const_cast<char *>("none"), -100, 0.0, 0.0, false,
+                                                    loss_t, lp_t, z_t, lse_t, &ws, &executor),
+              ACLNN_SUCCESS);
+    ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+    EXPECT_EQ(aclSetInputTensorAddr(executor, 0, nullptr, spare.at(3)), ACLNN_ERR_PARAM_INVALID);   // input
+    EXPECT_EQ(aclSetOutputTensorAddr(executor, 1, nullptr, spare.at(6)), ACLNN_ERR_PARAM_INVALID);  // logProbOut
+    EXPECT_TRUE(MessageNames("aclSetOutputTensorAddr"));
+    workspace.assign(ws, 0);
+    ASSERT_EQ(aclnnCrossEntropyLoss(workspace.data(), ws, executor, nullptr), ACLNN_SUCCESS);
+    ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+    EXPECT_NEAR(log_prob[0], 0.5 - std::log(std::exp(0.5) + std::exp(-1.0) + std::exp(2.0)), 1e-6);
+    EXPECT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS);
+    for (uint8_t b : spare.bytes) EXPECT_EQ(b, 0x3c);
+    for (aclTensor *x : {in, t, loss_t, lp_t, z_t, lse_t}) aclDestroyTensor(x);
+    EXPECT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_ERR_PARAM_INVALID);
+}
+
+// Aligned to the element but not to any vector: every element offset from 0 to 17 gives the aligned result's bits
+// (the SIMD kernels load and store such rows unaligned, peel to a vector boundary, or stream).
+TEST_F(Hardening, ElementAlignedAddressesGiveTheAlignedBits) {
+    const int64_t n = 3, c = 37;
+    for (const aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
+        const size_t size = dtype == ACL_FLOAT ? 4 : 2;
+        std::vector<uint8_t> reference;
+        for (size_t shift = 0; shift < 18; ++shift) {
+            alignas(64) static uint8_t input[1024], log_prob[1024];
+            alignas(64) static float loss[8], lse[8];
+            for (int64_t k = 0; k < n * c; ++k) {
+                const float v = 0.37f * static_cast<float>((k * 7) % 23) - 3.0f;
+                uint32_t bits;
+                std::memcpy(&bits, &v, 4);
+                const uint16_t half = static_cast<uint16_t>(bits >> 16);  // bf16 by truncation: an exact value
+                if (dtype == ACL_FLOAT) std::memcpy(input + shift * size + 4 * k, &v, 4);
+                else if (dtype == ACL_BF16) std::memcpy(input + shift * size + 2 * k, &half, 2);
+                else {
+                    const uint16_t h = aclFloatToFloat16(v);
+                    std::memcpy(input + shift * size + 2 * k, &h, 2);
+                }
+            }
+            int64_t target[3] = {0, 36, 5};
+            aclTensor *in = Make({n, c}, dtype, input + shift * size), *t = Make({n}, ACL_INT64, target);
+            aclTensor *lp = Make({n, c}, dtype, log_prob + shift * size);
+            aclTensor *loss_t = Make({n}, dtype, loss), *lse_t = Make({n}, dtype, lse), *z = Make({0}, dtype, nullptr);
+            uint64_t ws = 0;
+            aclOpExecutor *executor = nullptr;
+            ASSERT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(in, t, nullptr, const_cast<char *>("none"), -100, 0.0, 0.0,
+                                                            false, loss_t, lp, z, lse_t, &ws, &executor),
+                      ACLNN_SUCCESS)
+                << aclGetRecentErrMsg();
+            std::vector<uint8_t> workspace(ws);
+            ASSERT_EQ(aclnnCrossEntropyLoss(workspace.data(), ws, executor, nullptr), ACLNN_SUCCESS);
+            ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+            std::vector<uint8_t> got(log_prob + shift * size, log_prob + shift * size + n * c * size);
+            if (shift == 0) reference = got;
+            EXPECT_EQ(got, reference) << "dtype " << dtype << ", element offset " << shift;
+            for (aclTensor *x : {in, t, lp, loss_t, lse_t, z}) aclDestroyTensor(x);
+        }
+    }
+}
+
 // ---- targets ---------------------------------------------------------------------------------------------------
 
 TEST_F(Hardening, OutOfRangeTargetsGiveNanRowsAnErrorAndNoStrayWrites) {

@@ -53,6 +53,17 @@ aclnnStatus CheckDataType(const char *api, const char *name, const aclTensor *te
         return Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has format %s, expected ACL_FORMAT_ND", api, name,
                     FormatName(tensor->format));
     }
+    return CheckDataAligned(api, name, tensor->data, tensor->dtype);
+}
+
+aclnnStatus CheckDataAligned(const char *api, const char *name, const void *data, aclDataType dtype) {
+    const uint64_t size = aclDataTypeSize(dtype);
+    if (size > 1 && reinterpret_cast<uintptr_t>(data) % size != 0) {
+        return Fail(ACLNN_ERR_PARAM_INVALID,
+                    "%s: %s has data address %p, which is not a multiple of %llu bytes, expected an address aligned "
+                    "to the size of its dtype %s",
+                    api, name, data, static_cast<unsigned long long>(size), DataTypeName(dtype));
+    }
     return ACLNN_SUCCESS;
 }
 

@@ -22,9 +22,16 @@ std::string DataTypeList(std::initializer_list<aclDataType> types);
 // data address. `tensor` may be NULL when !required.
 aclnnStatus CheckTensorPresent(const char *api, const char *name, const aclTensor *tensor, bool required);
 
-// Dtype stage (161002): tensor's dtype is one of `allowed`, and its format is not a private (5-D/fractal) one.
+// Dtype stage (161002): tensor's dtype is one of `allowed`, its format is not a private (5-D/fractal) one, and its
+// data address is aligned to the dtype's size (CheckDataAligned).
 aclnnStatus CheckDataType(const char *api, const char *name, const aclTensor *tensor,
                           std::initializer_list<aclDataType> allowed);
+
+// 161002 when `data` is not a multiple of the size of `dtype` (a float at an odd address, say). Such an address is
+// refused rather than served: no aclrtMalloc block, no CANN device address and no framework tensor is ever placed
+// so, and the kernels may then read elements through typed, vector-width loads. NULL passes (see
+// CheckTensorPresent). Used by phase 1 for every tensor and by aclSetInputTensorAddr/aclSetOutputTensorAddr.
+aclnnStatus CheckDataAligned(const char *api, const char *name, const void *data, aclDataType dtype);
 
 // Shape stage (561002): the view's dims equal `expected`.
 aclnnStatus CheckShape(const char *api, const char *name, const aclTensor *tensor, const std::vector<int64_t> &expected);

@@ -88,6 +88,13 @@ private:
         if (!addr && operand.elements != 0) {
             return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: addr is NULL for index %zu, expected an address", api, index);
         }
+        // As phase 1 (CheckDataAligned): an address aligned to the element size, or 161002.
+        if (operand.element_size > 1 && reinterpret_cast<uintptr_t>(addr) % operand.element_size != 0) {
+            return Fail(ACLNN_ERR_PARAM_INVALID,
+                        "%s: addr is %p for index %zu, which is not a multiple of %lld bytes, expected an address "
+                        "aligned to the tensor's element size",
+                        api, addr, index, static_cast<long long>(operand.element_size));
+        }
         operand.data = addr;
         return ACLNN_SUCCESS;
     }
