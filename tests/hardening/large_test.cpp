@@ -1,17 +1,19 @@
 // Tensors above 2^31 elements: fp16 logProb and out of 65536 x 32769 (2^31 + 65536 elements, 4.3 GB each), so that
 // any 32-bit element or byte index wraps somewhere inside them (bytes pass 2^31 at row 32768, elements in the last
-// two rows). Label `large`: about 9 GB of memory. A sample of rows, the first, the last and those around each
+// two rows). The gradient first, then the forward over the same buffers (input, logProbOut). Label `large`: about 9 GB of memory. A sample of rows, the first, the last and those around each
 // 32-bit boundary among them, is checked element by element against the float64 oracle; the padding after out
 // stays untouched.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
 #include "acl/acl.h"
 #include "aclnn/acl_meta.h"
+#include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
 #include "grad_oracle.h"
 
@@ -123,8 +125,57 @@ TEST(Large, Fp16AboveTwoToThe31Elements) {
     const auto *tail = static_cast<const uint8_t *>(out) + bytes;
     for (int k = 0; k < 32; ++k) EXPECT_EQ(tail[k], 0) << "byte " << k << " past out";
 
-    for (aclTensor *x : {grad_t, log_prob_t, target_t, out_t}) aclDestroyTensor(x);
-    for (void *p : {log_prob, out, target, grad, workspace}) EXPECT_EQ(aclrtFree(p), ACL_SUCCESS);
+    // The forward over the same 2^31 + 65536 elements: log_prob's values as logits, logProbOut in out (NaN again).
+    ParallelRows(kN, [&](int64_t i) { std::fill_n(o + static_cast<uint64_t>(i) * kC, kC, uint16_t{0x7e00}); });
+    void *loss = nullptr, *lse = nullptr;
+    ASSERT_EQ(aclrtMalloc(&loss, 2, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+    ASSERT_EQ(aclrtMalloc(&lse, kN * 2, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+    const int64_t empty_dims[1] = {0};
+    aclTensor *loss_t = aclCreateTensor(nullptr, 0, ACL_FLOAT16, nullptr, 0, ACL_FORMAT_ND, nullptr, 0, loss);
+    aclTensor *zloss_t = aclCreateTensor(empty_dims, 1, ACL_FLOAT16, nullptr, 0, ACL_FORMAT_ND, empty_dims, 1, nullptr);
+    aclTensor *lse_t = aclCreateTensor(n_dims, 1, ACL_FLOAT16, nullptr, 0, ACL_FORMAT_ND, n_dims, 1, lse);
+    aclOpExecutor *forward = nullptr;
+    uint64_t forward_ws = 0;
+    ASSERT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(log_prob_t, target_t, nullptr, reduction, -100, 0.1, 0.0, false,
+                                                    loss_t, out_t, zloss_t, lse_t, &forward_ws, &forward),
+              ACLNN_SUCCESS)
+        << aclGetRecentErrMsg();
+    void *forward_workspace = nullptr;
+    ASSERT_EQ(aclrtMalloc(&forward_workspace, forward_ws ? forward_ws : 1, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+    const auto forward_start = std::chrono::steady_clock::now();
+    ASSERT_EQ(aclnnCrossEntropyLoss(forward_workspace, forward_ws, forward, nullptr), ACLNN_SUCCESS);
+    ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS) << aclGetRecentErrMsg();
+    const double forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
+    std::printf("large: forward %.1f s\n", forward_s);
+    // Each sampled row against log_softmax in float64: logProb within one fp16 rounding (2^-11 relative) plus the
+    // fp32 lse's error, lse within one fp16 rounding of the row's log-sum-exp.
+    const oracle::View input{log_prob, ACL_FLOAT16, 0, {kC, 1}};
+    const oracle::View lse_got{lse, ACL_FLOAT16, 0, {1}};
+    for (int64_t i : rows) {
+        double m = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < kC; ++j) m = std::max(m, input.Float(i, j));
+        for (int64_t j = 0; j < kC; ++j) sum += std::exp(input.Float(i, j) - m);
+        const double want_lse = m + std::log(sum);
+        EXPECT_LE(std::fabs(lse_got.Float(i, 0) - want_lse), std::ldexp(std::fabs(want_lse), -11) + 1e-6)
+            << "lse of row " << i;
+        int64_t mismatches = 0;
+        std::string first;
+        for (int64_t j = 0; j < kC; ++j) {
+            const double want = input.Float(i, j) - want_lse, value = got.Float(i, j);
+            if (!(std::fabs(value - want) <= std::ldexp(std::fabs(want), -11) + 4e-6 * std::fabs(want_lse) + 1e-6) &&
+                mismatches++ == 0) {
+                first = "column " + std::to_string(j) + ": " + std::to_string(value) + ", expected " +
+                        std::to_string(want);
+            }
+        }
+        EXPECT_EQ(mismatches, 0) << "forward row " << i << ": " << first;
+    }
+    for (int k = 0; k < 32; ++k) EXPECT_EQ(tail[k], 0) << "byte " << k << " past logProbOut";
+
+    for (aclTensor *x : {grad_t, log_prob_t, target_t, out_t, loss_t, zloss_t, lse_t}) aclDestroyTensor(x);
+    for (void *p : {log_prob, out, target, grad, workspace, loss, lse, forward_workspace}) {
+        EXPECT_EQ(aclrtFree(p), ACL_SUCCESS);
+    }
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
 // Concurrency stress: several host threads, several streams each plus two streams every thread shares (the default
-// stream and one created stream), interleaving aclrtMemcpyAsync in and out, operator calls of random shapes and
-// dtypes (one-shot executors, and repeatable ones rebound to new addresses between queued runs), synchronisations
-// and destruction of streams with work still queued. Every result is checked against the float64 oracle once its
+// stream and one created stream), interleaving aclrtMemcpyAsync in and out, calls of both operators (the gradient
+// and the forward) of random shapes and dtypes (one-shot executors, and repeatable ones rebound to new addresses
+// between queued runs), synchronisations and destruction of streams with work still queued. Every result is checked against the float64 oracle once its
 // stream has synchronised. The run is bounded in time (OPENACLNN_STRESS_SECONDS, default 6 s per test) and is
 // meant to be clean under ThreadSanitizer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +20,7 @@
 
 #include "acl/acl.h"
 #include "aclnn/acl_meta.h"
+#include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
 #include "grad_oracle.h"
 
@@ -81,6 +85,10 @@ struct Job {
     std::vector<std::unique_ptr<DeviceBlock>> blocks;
     std::vector<std::vector<uint8_t>> results;  // one per run, copied back asynchronously
     std::vector<int> result_input;             // which log_prob each run read
+    // The forward (aclnnCrossEntropyLoss): log_prob[] hold its input logits, results its logProbOut, lse_results
+    // its lseForZlossOut.
+    bool forward = false;
+    std::vector<std::vector<uint8_t>> lse_results;
 
     size_t Size() const { return oracle::ElementSize(dtype); }
 
@@ -102,8 +110,48 @@ struct Job {
         return in;
     }
 
+    // The forward's logProbOut and lse against log_softmax in float64: one rounding to the stored format, plus a few
+    // fp32 roundings of the terms (|x| + |lse|).
+    void VerifyForward() const {
+        const oracle::DtypeLimits limits = oracle::LimitsOf(dtype);
+        const auto tolerance = [&](double want, double terms) {
+            return std::fabs(want) * 2 * limits.epsilon + terms * 64 * std::ldexp(1.0, -24) + 2 * limits.tiny;
+        };
+        for (size_t r = 0; r < results.size(); ++r) {
+            const oracle::View x{log_prob[result_input[r]].data(), dtype, 0, {c, 1}};
+            const oracle::View got{results[r].data(), dtype, 0, {c, 1}};
+            const oracle::View lse_got{lse_results[r].data(), dtype, 0, {1}};
+            int64_t mismatches = 0;
+            std::string first;
+            for (int64_t i = 0; i < n; ++i) {
+                double m = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j < c; ++j) m = std::max(m, x.Float(i, j));
+                for (int64_t j = 0; j < c; ++j) sum += std::exp(x.Float(i, j) - m);
+                const double lse_want = m + std::log(sum);
+                if (!(std::fabs(lse_got.Float(i, 0) - lse_want) <= tolerance(lse_want, std::fabs(lse_want)))) {
+                    if (mismatches++ == 0) first = "lse[" + std::to_string(i) + "] " + std::to_string(lse_got.Float(i, 0));
+                }
+                for (int64_t j = 0; j < c; ++j) {
+                    const double want = x.Float(i, j) - lse_want;
+                    if (!(std::fabs(got.Float(i, j) - want) <= tolerance(want, std::fabs(x.Float(i, j)) + std::fabs(lse_want)))) {
+                        if (mismatches++ == 0) {
+                            first = "logProbOut[" + std::to_string(i) + "][" + std::to_string(j) + "] " +
+                                    std::to_string(got.Float(i, j)) + ", expected " + std::to_string(want);
+                        }
+                    }
+                }
+            }
+            EXPECT_EQ(mismatches, 0) << "forward run " << r << " of N=" << n << " C=" << c << " dtype " << dtype
+                                     << " reduction " << reduction_name << ": " << first;
+        }
+    }
+
     // Runs after synchronisation: every element of every run against the oracle.
     void Verify() const {
+        if (forward) {
+            VerifyForward();
+            return;
+        }
         for (size_t r = 0; r < results.size(); ++r) {
             const oracle::GradOracle reference(Inputs(result_input[r]));
             const oracle::View out{results[r].data(), dtype, 0, {c, 1}};
@@ -143,10 +191,12 @@ public:
         while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds_) {
             const int64_t action = rng_.Below(16);
             const int s = static_cast<int>(rng_.Below(kOwnStreams + 2));  // own streams, then shared, default
-            if (action < 9) {
+            if (action < 6) {
                 Submit(s, /*repeatable=*/false);
-            } else if (action < 11) {
+            } else if (action < 8) {
                 Submit(s, /*repeatable=*/true);
+            } else if (action < 10) {
+                SubmitForward(s, /*repeatable=*/rng_.Below(3) == 0);
             } else if (action < 14) {
                 Synchronize(s);
             } else if (s < kOwnStreams) {
@@ -312,6 +362,126 @@ private:
             EXPECT_EQ(aclnnCrossEntropyLossGrad(nullptr, 0, executor, stream), ACLNN_ERR_PARAM_INVALID);
         }
         if (j.bad_target) bad_[s] = true;
+        pending_[s].push_back(std::move(job));
+    }
+
+    // One aclnnCrossEntropyLoss call (or a repeatable executor's several runs, rebound between them): logProbOut and
+    // lseForZlossOut copied back and checked after synchronisation. Targets stay in range (or ignored): the
+    // forward's NaN rows for bad targets are the gradient's, covered above.
+    void SubmitForward(int s, bool repeatable) {
+        aclrtStream stream = StreamOf(s);
+        auto job = std::make_unique<Job>();
+        Job &j = *job;
+        j.forward = true;
+        const bool big = rng_.Below(24) == 0;
+        j.n = big ? 2 + rng_.Below(3) : 1 + rng_.Below(40);
+        j.c = big ? 40000 + rng_.Below(30000) : 1 + rng_.Below(300);
+        static const aclDataType kTypes[] = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16};
+        j.dtype = kTypes[rng_.Below(3)];
+        j.target_dtype = rng_.Below(2) ? ACL_INT64 : ACL_INT32;
+        const int64_t r = rng_.Below(3);
+        j.reduction_name = r == 0 ? "none" : r == 1 ? "mean" : "sum";
+        j.has_weight = rng_.Below(2);
+        j.smoothing = rng_.Below(3) == 0 ? 0.1 : 0.0;
+        j.zscale = rng_.Below(4) == 0 ? 1e-3 : 0.0;
+        const bool return_zloss = rng_.Below(2);
+        const size_t es = j.Size();
+        const int runs = repeatable ? 2 + static_cast<int>(rng_.Below(2)) : 1;
+        for (int k = 0; k < (repeatable ? 2 : 1); ++k) {
+            j.log_prob[k].resize(static_cast<size_t>(j.n * j.c) * es);
+            for (int64_t e = 0; e < j.n * j.c; ++e) StoreFloat(j.log_prob[k], j.dtype, e, rng_.Uniform(-20, 20));
+        }
+        const size_t ts = j.target_dtype == ACL_INT64 ? 8 : 4;
+        j.target.resize(static_cast<size_t>(j.n) * ts);
+        for (int64_t i = 0; i < j.n; ++i) {
+            const int64_t t = rng_.Below(6) == 0 ? j.ignore_index : rng_.Below(j.c);
+            if (ts == 8) {
+                std::memcpy(&j.target[static_cast<size_t>(i) * 8], &t, 8);
+            } else {
+                const int32_t t32 = static_cast<int32_t>(t);
+                std::memcpy(&j.target[static_cast<size_t>(i) * 4], &t32, 4);
+            }
+        }
+        if (j.has_weight) {
+            j.weight.resize(static_cast<size_t>(j.c) * 4);
+            for (int64_t k = 0; k < j.c; ++k) StoreFloat(j.weight, ACL_FLOAT, k, rng_.Uniform(0.1, 2.0));
+        }
+        const auto upload = [&](const std::vector<uint8_t> &host) -> void * {
+            j.blocks.push_back(std::make_unique<DeviceBlock>(host.size()));
+            void *device = j.blocks.back()->ptr;
+            EXPECT_EQ(aclrtMemcpyAsync(device, host.size(), host.data(), host.size(), ACL_MEMCPY_HOST_TO_DEVICE, stream),
+                      ACL_SUCCESS);
+            return device;
+        };
+        const auto device_block = [&](size_t bytes) {
+            j.blocks.push_back(std::make_unique<DeviceBlock>(bytes));
+            EXPECT_EQ(aclrtMemset(j.blocks.back()->ptr, bytes, 0x5a, bytes), ACL_SUCCESS);  // poison
+            return j.blocks.back()->ptr;
+        };
+        void *input_d[2] = {upload(j.log_prob[0]), repeatable ? upload(j.log_prob[1]) : nullptr};
+        void *target_d = upload(j.target);
+        void *weight_d = j.has_weight ? upload(j.weight) : nullptr;
+        const std::vector<int64_t> loss_dims = r == 0 ? std::vector<int64_t>{j.n} : std::vector<int64_t>{};
+        const size_t loss_bytes = static_cast<size_t>(r == 0 ? j.n : 1) * es;
+        const size_t log_prob_bytes = static_cast<size_t>(j.n * j.c) * es, lse_bytes = static_cast<size_t>(j.n) * es;
+        std::vector<void *> log_prob_outs, lse_outs;
+        for (int k = 0; k < runs; ++k) {
+            log_prob_outs.push_back(device_block(log_prob_bytes));
+            lse_outs.push_back(device_block(lse_bytes));
+        }
+        void *loss_d = device_block(loss_bytes);
+        void *zloss_d = return_zloss ? device_block(loss_bytes) : nullptr;
+
+        aclTensor *input_t = Tensor({j.n, j.c}, j.dtype, input_d[0]);
+        aclTensor *target_t = Tensor({j.n}, j.target_dtype, target_d);
+        aclTensor *weight_t = j.has_weight ? Tensor({j.c}, ACL_FLOAT, weight_d) : nullptr;
+        aclTensor *loss_t = Tensor(loss_dims, j.dtype, loss_d);
+        aclTensor *log_prob_t = Tensor({j.n, j.c}, j.dtype, log_prob_outs[0]);
+        aclTensor *zloss_t = return_zloss ? Tensor(loss_dims, j.dtype, zloss_d) : Tensor({0}, j.dtype, nullptr);
+        aclTensor *lse_t = Tensor({j.n}, j.dtype, lse_outs[0]);
+        uint64_t workspace_size = 0;
+        aclOpExecutor *executor = nullptr;
+        ASSERT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(input_t, target_t, weight_t, j.reduction_name.data(),
+                                                        j.ignore_index, j.smoothing, j.zscale, return_zloss, loss_t,
+                                                        log_prob_t, zloss_t, lse_t, &workspace_size, &executor),
+                  ACLNN_SUCCESS)
+            << aclGetRecentErrMsg();
+        for (aclTensor *t : {input_t, target_t, weight_t, loss_t, log_prob_t, zloss_t, lse_t}) {
+            EXPECT_EQ(aclDestroyTensor(t), ACLNN_SUCCESS);
+        }
+        if (repeatable) ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+        j.results.resize(static_cast<size_t>(runs));
+        j.lse_results.resize(static_cast<size_t>(runs));
+        for (int k = 0; k < runs; ++k) {
+            j.blocks.push_back(std::make_unique<DeviceBlock>(workspace_size));
+            if (k > 0) {
+                const int input = static_cast<int>(rng_.Below(2));
+                ASSERT_EQ(aclSetInputTensorAddr(executor, 0, nullptr, input_d[input]), ACLNN_SUCCESS);
+                ASSERT_EQ(aclSetOutputTensorAddr(executor, 1, nullptr, log_prob_outs[k]), ACLNN_SUCCESS);
+                ASSERT_EQ(aclSetOutputTensorAddr(executor, 3, nullptr, lse_outs[k]), ACLNN_SUCCESS);
+                j.result_input.push_back(input);
+            } else {
+                j.result_input.push_back(0);
+            }
+            ASSERT_EQ(aclnnCrossEntropyLoss(workspace_size ? j.blocks.back()->ptr : nullptr, workspace_size, executor,
+                                            stream),
+                      ACLNN_SUCCESS)
+                << aclGetRecentErrMsg();
+            j.results[k].resize(log_prob_bytes);
+            j.lse_results[k].resize(lse_bytes);
+            EXPECT_EQ(aclrtMemcpyAsync(j.results[k].data(), log_prob_bytes, log_prob_outs[k], log_prob_bytes,
+                                       ACL_MEMCPY_DEVICE_TO_HOST, stream),
+                      ACL_SUCCESS);
+            EXPECT_EQ(aclrtMemcpyAsync(j.lse_results[k].data(), lse_bytes, lse_outs[k], lse_bytes,
+                                       ACL_MEMCPY_DEVICE_TO_HOST, stream),
+                      ACL_SUCCESS);
+            ++calls_;
+        }
+        if (repeatable) {
+            EXPECT_EQ(aclDestroyAclOpExecutor(executor), ACLNN_SUCCESS);
+        } else {
+            EXPECT_EQ(aclnnCrossEntropyLoss(nullptr, 0, executor, stream), ACLNN_ERR_PARAM_INVALID);
+        }
         pending_[s].push_back(std::move(job));
     }
 
