@@ -603,6 +603,35 @@ TEST_F(Hardening, CreateDestroyCyclesLeaveNothingBehind) {
         void *pinned = nullptr;
         ASSERT_EQ(aclrtMallocHost(&pinned, 1 << 20), ACL_SUCCESS);
         ASSERT_EQ(aclrtFreeHost(pinned), ACL_SUCCESS);
+
+        // The forward's executors the same way: never run, one-shot, repeatable (run on a stream destroyed with
+        // the runs still queued).
+        float logits[24], log_prob[24], lse[4], loss = 0.0f;
+        for (int k = 0; k < 24; ++k) logits[k] = 0.25f * static_cast<float>(k % 5);
+        aclTensor *in = Make({4, 6}, ACL_FLOAT, logits), *lp = Make({4, 6}, ACL_FLOAT, log_prob);
+        aclTensor *loss_t = Make({}, ACL_FLOAT, &loss), *z = Make({0}, ACL_FLOAT, nullptr);
+        aclTensor *lse_t = Make({4}, ACL_FLOAT, lse);
+        const auto forward = [&](aclOpExecutor **executor) {
+            return aclnnCrossEntropyLossGetWorkspaceSize(in, p.target_t, nullptr, nullptr, -100, 0.0, 0.0, false,
+                                                         loss_t, lp, z, lse_t, &ws, executor);
+        };
+        ASSERT_EQ(forward(&never_run), ACLNN_SUCCESS);
+        ASSERT_EQ(aclDestroyAclOpExecutor(never_run), ACLNN_SUCCESS);
+        ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+        std::vector<uint8_t> forward_workspace(4096);
+        ASSERT_EQ(forward(&one_shot), ACLNN_SUCCESS);
+        ASSERT_LE(ws, forward_workspace.size());
+        ASSERT_EQ(aclnnCrossEntropyLoss(forward_workspace.data(), ws, one_shot, stream), ACLNN_SUCCESS);
+        ASSERT_EQ(forward(&repeatable), ACLNN_SUCCESS);
+        ASSERT_EQ(aclSetAclOpExecutorRepeatable(repeatable), ACLNN_SUCCESS);
+        for (int k = 0; k < 3; ++k) {
+            ASSERT_EQ(aclnnCrossEntropyLoss(forward_workspace.data(), ws, repeatable, stream), ACLNN_SUCCESS);
+        }
+        ASSERT_EQ(aclDestroyAclOpExecutor(repeatable), ACLNN_SUCCESS);
+        ASSERT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+        EXPECT_NEAR(lse[0], std::log(2 * std::exp(0.0) + std::exp(0.25) + std::exp(0.5) + std::exp(0.75) + std::exp(1.0)),
+                    1e-5);
+        for (aclTensor *x : {in, lp, loss_t, z, lse_t}) ASSERT_EQ(aclDestroyTensor(x), ACLNN_SUCCESS);
     }
 }
 
