@@ -4,22 +4,25 @@
 // Per element (grad_kernel.h): out = exp(x) * a - b * w_j, and at the row's target column also - g.
 //
 // Exactness and determinism, in one place:
-//  * Only IEEE-exact single operations are used: Mul, Add, Sub, Min, Max, compares, blends, integer ops and exact
-//    conversions. No FMA: Highway's MulAdd fuses on AVX2/AVX-512 but not on SSE4/EMU128, and the file is compiled
-//    with -ffp-contract=off so the compiler cannot fuse either. Every target therefore performs the same operations
-//    in the same order on the same values, and the outputs are bitwise identical across targets (NaN payloads
-//    aside) and, since no element depends on its neighbours, across any tiling or thread count.
+//  * Only correctly rounded single operations: Mul, Add, Sub, fused multiply-add (Fma: one rounding; the instruction
+//    on AVX2/AVX-512/NEON/SVE, std::fmaf per lane on SSE4/EMU128), Min, Max, compares, blends, integer ops and exact
+//    conversions. The file is compiled with -ffp-contract=off so the compiler fuses nothing on its own. Every target
+//    therefore performs the same operations in the same order on the same values, and the outputs are bitwise
+//    identical across targets (NaN payloads aside) and, since no element depends on its neighbours, across any
+//    tiling or thread count.
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
-//    an add), a polynomial for exp(r) evaluated without fusing (Horner for fp32, a shorter-latency order for the
-//    16-bit types, see ExpPoly<5>), and the scale 2^k applied in two exact halves
-//    after the multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down to
-//    -172) or overflow (up to 176). The polynomial's degree depends on the output type (ExpDegree below):
-//      fp32: degree 6, polynomial error 2^-28.3, measured max error of exp 1 ulp (tests/kernels: exhaustive)
+//    a fused multiply-add), a polynomial for exp(r) in fused Horner steps, and the scale 2^k applied in two exact
+//    halves after the multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down
+//    to -172) or overflow (up to 176). The polynomial's degree depends on the output type (ExpDegree below):
+//      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction
 //    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-12 (fp16) of an output
 //    ulp at worst, a result can only be misrounded when the exact value lies that close to a rounding midpoint
 //    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
+//    The kernel is bound by its operation count where memory is not the limit (16-bit types): fusing the Horner
+//    steps, the reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on
+//    4096 x 32000 from about 2.0x and 1.65x the copy's time to about 1.3x.
 //  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
@@ -77,38 +80,58 @@ constexpr bool kCanStream = false;
 template <int kDegree>
 HWY_INLINE VF ExpPoly(DF df, VF r);
 
+// a * b + c with one rounding (fused multiply-add) on every target: the instruction where the target has it
+// (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA), else std::fmaf per lane, which is correctly rounded by
+// definition. Every target therefore computes the same values; the per-lane fallback makes SSE4 and EMU128/SCALAR
+// slower, never different.
+HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
+#if HWY_NATIVE_FMA
+    (void)df;
+    return hn::MulAdd(a, b, c);
+#else
+    constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
+    alignas(HWY_MAX_BYTES) float va[kMax], vb[kMax], vc[kMax];
+    hn::Store(a, df, va);
+    hn::Store(b, df, vb);
+    hn::Store(c, df, vc);
+    for (size_t k = 0; k < hn::Lanes(df); ++k) va[k] = std::fmaf(va[k], vb[k], vc[k]);
+    return hn::Load(df, va);
+#endif
+}
+
 // Minimax coefficients for exp(r) = 1 + r + r^2 (c2 + c3 r + ...) on [-ln2/2, ln2/2], relative error, c0 = c1 = 1
-// exact (bench/exp_coefficients.py reproduces them). Horner, non-fused.
+// exact, evaluated by fused Horner steps (bench/exp_poly_error.py measures their errors on that range).
+template <int kDegree>
+HWY_INLINE VF ExpPoly(DF df, VF r);
+
 template <>
 HWY_INLINE VF ExpPoly<6>(DF df, VF r) {
     VF s = hn::Set(df, 0x1.6a23ccp-10f);
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.123a2p-7f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.5558f2p-5f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.555492p-3f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 0x1.fffffcp-2f));
-    s = hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
-    return hn::Add(hn::Mul(s, r), hn::Set(df, 1.0f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.123a2p-7f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.5558f2p-5f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.555492p-3f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.fffffcp-2f));
+    s = Fma(df, s, r, hn::Set(df, 1.0f));
+    return Fma(df, s, r, hn::Set(df, 1.0f));
 }
 
-// The 16-bit degrees are evaluated in a shorter-latency order (the kernel is bound by the latency of the exp's
-// dependency chain, not by the operation count): exp(r) = 1 + (r + r^2 q(r)), with q's halves in parallel. The
-// same number of operations as Horner; the rounding errors are of the same size (a few 2^-24 relative, under the
-// polynomials' own errors below) and, all operations being exact IEEE single ones, the same on every target.
 template <>
 HWY_INLINE VF ExpPoly<5>(DF df, VF r) {
-    const VF r2 = hn::Mul(r, r);
-    const VF q0 = hn::Add(hn::Mul(hn::Set(df, 0x1.5557bp-3f), r), hn::Set(df, 0x1.fffdfcp-2f));
-    const VF q1 = hn::Add(hn::Mul(hn::Set(df, 0x1.106256p-7f), r), hn::Set(df, 0x1.572a68p-5f));
-    const VF q = hn::Add(hn::Mul(q1, r2), q0);
-    return hn::Add(hn::Add(hn::Mul(q, r2), r), hn::Set(df, 1.0f));
+    VF s = hn::Set(df, 0x1.106256p-7f);
+    s = Fma(df, s, r, hn::Set(df, 0x1.572a68p-5f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.5557bp-3f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.fffdfcp-2f));
+    s = Fma(df, s, r, hn::Set(df, 1.0f));
+    return Fma(df, s, r, hn::Set(df, 1.0f));
 }
 
 template <>
 HWY_INLINE VF ExpPoly<4>(DF df, VF r) {
-    const VF r2 = hn::Mul(r, r);
-    const VF q0 = hn::Add(hn::Mul(hn::Set(df, 0x1.571d2p-3f), r), hn::Set(df, 0x1.0006b8p-1f));
-    const VF q = hn::Add(hn::Mul(hn::Set(df, 0x1.5224e4p-5f), r2), q0);
-    return hn::Add(hn::Add(hn::Mul(q, r2), r), hn::Set(df, 1.0f));
+    VF s = hn::Set(df, 0x1.5224e4p-5f);
+    s = Fma(df, s, r, hn::Set(df, 0x1.571d2p-3f));
+    s = Fma(df, s, r, hn::Set(df, 0x1.0006b8p-1f));
+    s = Fma(df, s, r, hn::Set(df, 1.0f));
+    return Fma(df, s, r, hn::Set(df, 1.0f));
 }
 
 // exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
@@ -123,7 +146,7 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
     const DI di;
     const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
     const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
-    const VF t = hn::Add(hn::Mul(xc, hn::Set(df, 1.44269504088896341f)), magic);
+    const VF t = Fma(df, xc, hn::Set(df, 1.44269504088896341f), magic);
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
     VF r;
     if constexpr (kDegree <= 4) {
@@ -131,12 +154,12 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
         // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities), against the degree-4
         // polynomial's 2^-17.5; together under 2^-17.35 relative, still 0.39 of a bf16 ulp at worst (see the
         // cancellation guard below).
-        r = hn::Sub(xc, hn::Mul(kf, hn::Set(df, 0.693147182464599609375f)));
+        r = Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
     } else {
         // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
         // difference (Sterbenz); the second step rounds once.
-        r = hn::Sub(xc, hn::Mul(kf, hn::Set(df, 0.693145751953125f)));
-        r = hn::Sub(r, hn::Mul(kf, hn::Set(df, 1.42860676533018708e-6f)));
+        r = Fma(df, kf, hn::Set(df, -0.693145751953125f), xc);
+        r = Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     }
     VF m = hn::Mul(ExpPoly<kDegree>(df, r), a);
     // Fast path: t's bits are those of magic plus k, and magic's bits (0x4b400000) shifted left by 23 are 0 modulo
@@ -277,6 +300,15 @@ HWY_INLINE VF BiasTerm(DF df, VF b, const float *w) {
     return b;
 }
 
+// m - b * w_j with one rounding (fused), or m - b.
+template <BiasKind kBias>
+HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
+    if constexpr (kBias == kWeightBias) return Fma(df, hn::Neg(b), hn::LoadU(df, w), m);
+    (void)w;
+    (void)df;
+    return hn::Sub(m, b);
+}
+
 template <aclDataType kType, BiasKind kBias, bool kFast>
 HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
     const VF m = ScaledExp<Storage<kType>::kExpDegree, kFast>(df, x, a);
@@ -285,7 +317,7 @@ HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
         (void)w;
         return m;
     } else {
-        return hn::Sub(m, BiasTerm<kType, kBias>(df, b, w));
+        return SubBias<kBias>(df, m, b, w);
     }
 }
 
@@ -383,6 +415,11 @@ HWY_INLINE FastRange RowFastRange(float a, float b, bool weights_finite) {
     return range;
 }
 
+// Software prefetch of the input this many bytes ahead. The hardware prefetchers alone left the smoothing variant
+// (which also streams the weight row from L2) at about 1.4x the copy's time on 4096 x 32000 fp32; 4 KiB ahead
+// brought it to about 1.25x and changed nothing measurable for the other variants.
+constexpr size_t kPrefetchBytes = 4096;
+
 // bf16 without widening or narrowing shuffles: a vector of 2 * lanes bf16 values is loaded as `lanes` 32-bit
 // lanes, each holding an even-indexed element in its lower half and the next (odd) element in its upper half
 // (little-endian). A shift and a mask give the even and the odd elements as exact floats, each computed exactly
@@ -401,6 +438,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
     const VF hi = hn::Set(df, range.hi);
     const auto upper = hn::Set(du, 0xffff0000u);
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
+        hwy::Prefetch(reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(in + j) + kPrefetchBytes));
         const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(in + j));
         const VF xe = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
         const VF xo = hn::BitCast(df, hn::And(pairs, upper));
@@ -421,9 +459,12 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
                 hn::LoadInterleaved2(df, w + j, we, wo);
                 be = hn::Mul(b, we);
                 bo = hn::Mul(b, wo);
+                ve = Fma(df, hn::Neg(b), we, ve);  // as SubBias
+                vo = Fma(df, hn::Neg(b), wo, vo);
+            } else {
+                ve = hn::Sub(ve, be);
+                vo = hn::Sub(vo, bo);
             }
-            ve = hn::Sub(ve, be);
-            vo = hn::Sub(vo, bo);
             const VF bound = hn::Set(df, kCancellationBound<ACL_BF16>);
             const auto cancelled = hn::Or(hn::Lt(hn::Abs(ve), hn::Mul(hn::Abs(be), bound)),
                                           hn::Lt(hn::Abs(vo), hn::Mul(hn::Abs(bo), bound)));
@@ -465,6 +506,8 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
 #endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
+        // A hint, which never faults; the address may lie past the row's end, so it is formed as an integer.
+        hwy::Prefetch(reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(in + j) + kPrefetchBytes));
         const VF x0 = Storage<kType>::Load(df, in + j);
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
         // NaN fails both comparisons, so a NaN lane sends its vectors down the general path.

@@ -1,6 +1,7 @@
 # The gradient's SIMD kernels (Highway, every target in one file). Included by ../sources.cmake.
 target_sources(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR}/grad_hwy.cpp)
 target_include_directories(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
-# No contraction of a*b+c into FMA: the same operations on every target give bitwise identical results
-# (SSE4/EMU128 have no FMA). See grad_hwy-inl.h.
+# No contraction of a*b+c by the compiler: the kernels fuse exactly where they call Fma, which every target
+# performs with one rounding (the instruction, or std::fmaf per lane), so the results are bitwise identical on
+# every target. See grad_hwy-inl.h.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/grad_hwy.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
