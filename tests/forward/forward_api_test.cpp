@@ -397,6 +397,29 @@ TEST(ForwardApi, EmptyAndDegenerate) {
         ASSERT_EQ(got.phase1, ACLNN_SUCCESS) << got.phase1_message;
         EXPECT_EQ(got.sync, ACL_SUCCESS);
         CompareForward(fc, ReferenceForward(fc), got);
+        // C == 0 with a class index as target: no index lies in [0, 0), so the row is out of range as DESIGN.md
+        // defines it (PyTorch raises "Target 0 is out of bounds"): its loss is NaN and the next synchronisation
+        // returns 507035 naming it; ignored rows still give 0 and lse is log(0) = -inf on every row.
+        fc = RandomForwardCase(12, ACL_FLOAT, 3, 0);
+        fc.reduction = reduction;
+        fc.ignore_index = -100;
+        fc.target = {-100, 0, -100};
+        fc.lse_empty = false;
+        got = RunForward(fc, TestStream());
+        ASSERT_EQ(got.phase1, ACLNN_SUCCESS) << got.phase1_message;
+        EXPECT_EQ(got.phase2, ACLNN_SUCCESS);
+        EXPECT_EQ(got.sync, ACL_ERROR_RT_VECTOR_CORE_EXCEPTION);
+        EXPECT_NE(got.sync_message.find("target[1] is 0"), std::string::npos) << got.sync_message;
+        EXPECT_NE(got.sync_message.find("[0, 0)"), std::string::npos) << got.sync_message;
+        ASSERT_EQ(got.lse.size(), 3u);
+        for (const double lse : got.lse) EXPECT_EQ(lse, -std::numeric_limits<double>::infinity());
+        EXPECT_TRUE(std::isnan(got.loss[reduction == Reduction::kNone ? 1 : 0]));
+        if (reduction == Reduction::kNone) {
+            EXPECT_EQ(got.loss[0], 0.0);
+            EXPECT_EQ(got.loss[2], 0.0);
+        }
+        CompareForward(fc, ReferenceForward(fc), got);
+        EXPECT_EQ(aclrtSynchronizeStream(TestStream()), ACL_SUCCESS);  // reported once
     }
     {
         // Mean over all-ignored rows: NaN, like PyTorch and CANN.

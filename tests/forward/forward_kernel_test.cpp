@@ -5,6 +5,8 @@
 //    dtype, row length (around the 16-lane groups and 128-element blocks, and long rows), weight and smoothing,
 //    plain and streaming stores, misaligned rows and in place; and through the C ABI, every OPENACLNN_MAX_ISA cap
 //    gives the same bits in every output (DESIGN.md section 4).
+//  * Every layout gives the bits of the contiguous one: column-strided and transposed inputs and logProb, strided
+//    weights and in place on a transposed view, for every kernel and through the C ABI.
 //  * Special values (NaN, +inf, -inf anywhere in a row, in a block or in the tail): a NaN or +inf makes lse and
 //    the whole logProb row NaN; a row of all -inf gives NaN (as PyTorch); some -inf entries give logProb -inf there
 //    and the exact finite result elsewhere. For every kernel, the reference included.
@@ -244,7 +246,7 @@ TEST(ForwardKernels, BitwiseIdenticalAcrossIsaCaps) {
         for (const auto &[n, c] : std::vector<std::pair<int64_t, int64_t>>{{5, 17}, {4, 130}, {3, 1000}, {2, 32000}}) {
             const uint64_t seed = 99 + static_cast<uint64_t>(c) + 7 * static_cast<uint64_t>(dtype);
             ForwardCase fc = openaclnn::test::RandomForwardCase(seed, dtype, n, c);
-            // Contiguous views (strided columns take the reference kernel whatever the cap).
+            // Contiguous views (strided ones give the same bits: StridedViewsGiveContiguousBitsThroughTheApi).
             fc.input_layout = openaclnn::test::ContiguousLayout({n, c});
             fc.log_prob_layout = openaclnn::test::ContiguousLayout({n, c});
             fc.label_smoothing = 0.1;
@@ -270,6 +272,155 @@ TEST(ForwardKernels, BitwiseIdenticalAcrossIsaCaps) {
                 same("zloss", outcomes[0].zloss, outcomes[k].zloss);
                 same("lse", outcomes[0].lse, outcomes[k].lse);
                 same("logProb", outcomes[0].log_prob, outcomes[k].log_prob);
+            }
+        }
+    }
+    saved.empty() && !old ? unsetenv("OPENACLNN_MAX_ISA") : setenv("OPENACLNN_MAX_ISA", saved.c_str(), 1);
+}
+
+// ---- strided layouts give the contiguous bits ----------------------------------------------------------------------
+
+// p's problem with input element (i, j) at i * in_rs + j * in_cs, logProb at i * out_rs + j * out_cs (or in place on
+// the input), weight j at j * w_stride. Outputs poisoned as in KernelProblem::Run.
+KernelProblem::Result RunStrided(const KernelProblem &p, const LossKernelInfo &kernel, int64_t in_rs, int64_t in_cs,
+                                 int64_t out_rs, int64_t out_cs, int64_t w_stride, bool in_place) {
+    const size_t elem = ElementSize(p.dtype);
+    const auto span = [&](int64_t rs, int64_t cs) { return (p.n - 1) * rs + (p.c - 1) * cs + 1; };
+    std::vector<uint8_t> in(static_cast<size_t>(span(in_rs, in_cs)) * elem, 0);
+    std::vector<uint8_t> out(static_cast<size_t>(span(out_rs, out_cs)) * elem, 0xa5);
+    for (int64_t i = 0; i < p.n; ++i) {
+        for (int64_t j = 0; j < p.c; ++j) Store(p.dtype, in, i * in_rs + j * in_cs, p.logits[i * p.c + j]);
+    }
+    std::vector<float> weight;
+    for (size_t j = 0; j < p.weight.size(); ++j) {
+        for (int64_t k = 0; k < w_stride; ++k) weight.push_back(k == 0 ? p.weight[j] : std::nanf(""));
+    }
+    std::vector<LossRowStats> rows(static_cast<size_t>(p.n));
+    for (auto &r : rows) r = LossRowStats{kNaN, 12345.0, 0.0, 0.0, kLossRowCounted, 0};
+    LossKernelArgs args{};
+    args.n = p.n;
+    args.c = p.c;
+    args.dtype = p.dtype;
+    args.input = in.data();
+    args.input_row_stride = in_rs;
+    args.input_col_stride = in_cs;
+    args.log_prob = in_place ? in.data() : out.data();
+    args.log_prob_row_stride = in_place ? in_rs : out_rs;
+    args.log_prob_col_stride = in_place ? in_cs : out_cs;
+    args.smoothing = p.smoothing;
+    args.weight = weight.empty() ? nullptr : weight.data();
+    args.weight_stride = w_stride;
+    args.rows = rows.data();
+    args.stream_stores = false;
+    kernel.run(args, 0, p.n);
+    KernelProblem::Result r;
+    const std::vector<uint8_t> &lp = in_place ? in : out;
+    const int64_t rs = in_place ? in_rs : out_rs, cs = in_place ? in_cs : out_cs;
+    for (int64_t i = 0; i < p.n; ++i) {
+        r.lse.push_back(rows[i].lse);
+        r.weighted.push_back(rows[i].weighted_log_prob_sum);
+        for (int64_t j = 0; j < p.c; ++j) {
+            const int64_t at = i * rs + j * cs;
+            bool poison = !in_place;
+            for (size_t b = 0; b < elem && poison; ++b) poison = lp[static_cast<size_t>(at) * elem + b] == 0xa5;
+            if (poison) r.all_written = false;
+            r.log_prob.push_back(Load(p.dtype, lp, at));
+        }
+    }
+    return r;
+}
+
+TEST(ForwardKernels, StridedLayoutsGiveContiguousBits) {
+    const auto hwy = HighwayKernels();
+    // Around the 16-lane groups, the 128-element blocks and the 2048-element gather chunks.
+    const std::vector<int64_t> lengths = {1, 2, 17, 130, 2047, 2048, 2049, 4099, 5000};
+    for (const aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
+        const uint64_t seed = 77 + static_cast<uint64_t>(dtype);
+        std::mt19937_64 rng(seed);
+        for (const int64_t c : lengths) {
+            KernelProblem p = RandomProblem(rng, dtype, 3, c);
+            p.in_place = false;
+            p.stream = false;
+            if (c > 2) p.logits[1 * c + c / 2] = kNaN;  // one NaN row among finite ones
+            const KernelProblem::Result want = p.Run(*hwy[0]);
+            ASSERT_TRUE(want.all_written) << p.Describe();
+            const int64_t n = p.n;
+            struct Variant {
+                const char *what;
+                int64_t in_rs, in_cs, out_rs, out_cs, w_stride;
+                bool in_place;
+            };
+            const Variant variants[] = {
+                {"transposed input and logProb", 1, n, 1, n, 1, false},
+                {"transposed input, column stride 2 logProb", 1, n, 2 * c + 1, 2, 1, false},
+                {"contiguous input and logProb, weight stride 3", c, 1, c, 1, 3, false},
+                {"column stride 3 input, transposed logProb, weight stride 2", 3 * c, 3, 1, n, 2, false},
+                {"in place on a transposed view", 1, n, 1, n, 1, true},
+            };
+            for (const LossKernelInfo *kernel : hwy) {
+                for (const Variant &v : variants) {
+                    const KernelProblem::Result got =
+                        RunStrided(p, *kernel, v.in_rs, v.in_cs, v.out_rs, v.out_cs, v.w_stride, v.in_place);
+                    EXPECT_TRUE(got.all_written) << kernel->name << " " << v.what << " " << p.Describe();
+                    const std::string name = std::string(kernel->name) + " " + v.what;
+                    ExpectSameBits(p, "contiguous", want, name.c_str(), got);
+                    if (HasFailure()) {
+                        ADD_FAILURE() << "seed " << seed;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Through the C ABI, every ISA cap: transposed and column-strided views (and in place on a transposed input) give
+// the bits of the contiguous call in every output.
+TEST(ForwardKernels, StridedViewsGiveContiguousBitsThroughTheApi) {
+    using openaclnn::test::ForwardCase;
+    using openaclnn::test::ForwardOutcome;
+    const char *old = std::getenv("OPENACLNN_MAX_ISA");
+    const std::string saved = old ? old : "";
+    for (const std::string cap : {"avx512", "scalar"}) {
+        setenv("OPENACLNN_MAX_ISA", cap.c_str(), 1);
+        for (const aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
+            for (const auto &[n, c] : std::vector<std::pair<int64_t, int64_t>>{{5, 17}, {3, 300}, {2, 2049}}) {
+                const uint64_t seed = 313 + static_cast<uint64_t>(c) + 5 * static_cast<uint64_t>(dtype);
+                ForwardCase fc = openaclnn::test::RandomForwardCase(seed, dtype, n, c);
+                fc.input_layout = openaclnn::test::ContiguousLayout({n, c});
+                fc.log_prob_layout = openaclnn::test::ContiguousLayout({n, c});
+                fc.placement = openaclnn::test::LogProbPlacement::kSeparate;
+                fc.label_smoothing = 0.1;
+                fc.zloss_scale = 1e-3;
+                fc.return_zloss = true;
+                fc.lse_empty = fc.zloss_empty = false;
+                const ForwardOutcome want = openaclnn::test::RunForward(fc, openaclnn::test::TestStream());
+                ASSERT_EQ(want.sync, ACL_SUCCESS) << want.sync_message;
+                for (int variant = 0; variant < 3; ++variant) {
+                    ForwardCase strided = fc;
+                    strided.input_layout = openaclnn::test::TransposedLayout(n, c);
+                    if (variant == 0) strided.log_prob_layout = openaclnn::test::TransposedLayout(n, c);
+                    if (variant == 1) {
+                        strided.log_prob_layout = openaclnn::test::StridedLayout({n, c}, {1, n + 2}, 1);
+                    }
+                    if (variant == 2) strided.placement = openaclnn::test::LogProbPlacement::kInPlace;
+                    const ForwardOutcome got = openaclnn::test::RunForward(strided, openaclnn::test::TestStream());
+                    ASSERT_EQ(got.sync, ACL_SUCCESS) << got.sync_message;
+                    EXPECT_TRUE(got.all_written) << got.unwritten << "\n" << strided.Describe();
+                    const auto same = [&](const char *what, const std::vector<double> &a,
+                                          const std::vector<double> &b) {
+                        ASSERT_EQ(a.size(), b.size()) << what;
+                        for (size_t e = 0; e < a.size(); ++e) {
+                            ASSERT_TRUE(SameBits(a[e], b[e]))
+                                << cap << " " << what << "[" << e << "]: contiguous " << a[e] << " vs strided "
+                                << b[e] << "\n" << strided.Describe();
+                        }
+                    };
+                    same("loss", want.loss, got.loss);
+                    same("zloss", want.zloss, got.zloss);
+                    same("lse", want.lse, got.lse);
+                    same("logProb", want.log_prob, got.log_prob);
+                }
             }
         }
     }

@@ -5,34 +5,48 @@
 //
 //   pass A: the row max M (one Max per vector; exact, so any order gives the same M).
 //   pass B: per logical lane, the sum of exp(x - M): the block's exps summed as a fixed tree in fp32, then added into
-//           the lane's double accumulator, so the sum over C terms loses nothing to fp32 accumulation; a fp32 sum of
-//           x - M per lane is the NaN probe (NaN, +inf as inf - inf, all -inf as -inf - -inf; otherwise x - M <= 0
-//           and the sum never becomes NaN). With label smoothing also sum w x and sum w per lane. The 16 lanes are
-//           combined in double in lane order: lse = M + log(S); sum_j w_j logProb_j = sum w x - lse sum w.
-//   pass C: logProb = x - (float)lse, rounded once to the output type, element-wise.
-// Row i + 1 is prefetched into L2 during pass B of row i, so its reads from memory overlap the exps.
+//           the lane's double accumulator, so the sum over C terms loses nothing to fp32 accumulation. With label
+//           smoothing also sum w x and sum w per lane. The 16 lanes are combined in double in lane order:
+//           lse = M + log(S); sum_j w_j logProb_j = sum w x - lse sum w.
+//   pass C: logProb = x - (float)lse, rounded once to the output type, element-wise; the fp32 values are also summed
+//           per lane, the row's NaN probe (see below).
+// Row i + 1 is prefetched into L2 while row i is computed, spread over pass B (its first kPrefetchShareB) and pass C
+// (the rest), so that the reads of the next row overlap both the exps and the writes of this one.
+//
+// Special values. NaN in a row, +inf in a row and a row of all -inf make lse and the whole logProb row NaN, as the
+// formula (and PyTorch's log_softmax) gives. M = +inf or -inf is seen after pass A (Max never loses an infinity to
+// a finite value). A NaN is seen by pass C: with M finite every x - (float)lse is <= 0, -inf or NaN (the latter only
+// for x = NaN, or x = +inf next to a NaN, where a target's Max may have dropped the +inf), so the lane sums of pass C
+// are NaN exactly when the row holds a NaN; the row is then rewritten with NaN (rare; the stores of pass C need not
+// care about NaN lanes). What Max does with NaN differs between targets, but only in rows that end up all NaN.
 //
 // Bitwise identical on every target (DESIGN.md section 4), as the gradient's kernels (grad_hwy-inl.h):
 //  * The 16 "logical lanes" are fixed: element j belongs to lane j % 16, whatever the vector width. AVX-512 holds
 //    a group of 16 in one vector, AVX2 in two, SSE4 in four, SCALAR in sixteen; each logical lane sees the same
 //    operations on the same values in the same order on every target. A row's tail (C % 16 elements) is padded
 //    to a full group with -inf (0 for the smoothing sums) through a small buffer, the same on every target.
-//  * Only correctly rounded single operations: Mul, Add, Sub, Max, fused multiply-add (one rounding: the
-//    instruction on AVX2/AVX-512, std::fmaf per lane on SSE4/SCALAR, see Fma), integer ops, exact conversions.
-//    The file is compiled with -ffp-contract=off (sources.cmake) so the compiler fuses nothing on its own, in vector
-//    or scalar code. The double combination uses the same libm log on every target.
-//  * exp: Cody-Waite reduction with the 1.5 * 2^23 rounding trick and the gradient's degree-5 minimax polynomial
-//    (ExpPoly<5>), fused Horner (see ExpNonPositive).
+//  * Only correctly rounded single operations: Mul, Add, Sub, Max, integer ops, exact conversions, and no fused
+//    multiply-add anywhere (SSE4 and SCALAR have none, and emulating one lane by lane made them 50-100x slower). The
+//    file is compiled with -ffp-contract=off (sources.cmake) so the compiler fuses nothing on its own, in vector or
+//    scalar code. The double combination uses the same libm log on every target.
+//  * Every layout gives the bits of the contiguous one: rows with a column stride other than 1 (a transposed input
+//    or logProb) or a strided weight are gathered in chunks of kGatherColumns (a multiple of the 128-element block)
+//    into stack buffers and run through the same passes, so pass B adds the same block sums in the same order; pass
+//    C is element-wise.
 //  * Loads widen exactly with the same integer sequences where Highway 1.0 emulates fp16 (SSE4, SCALAR); stores
 //    round to nearest even once.
 //  Signed zeros never change a value: max(+0, -0) may be either, but exp(+-0) = 1 and x -+ 0 = x for x != 0.
 //
-// Error bound of lse: each exp is within 2^-23.2 relative (polynomial) plus a rounding or two, each block's tree sum
-// adds <= 3 roundings; all terms are positive, so S is within ~2.5e-7 relative and lse within ~2.5e-7 absolute
-// (below one fp32 ulp for |lse| >= 4). logProb = x - (float)lse then carries <= 1 ulp of |lse| plus the final
-// rounding. The smoothing sum sum w x - lse sum w is within ~4 * 2^-24 * sum_j |w_j| (|x_j| + |lse|).
+// Error bound of lse (u = 2^-24): exp(y) is computed from y = x - M, itself rounded (relative error of the term
+// <= |y| u), with Cody-Waite reduction (r exact to within one rounding) and the gradient's degree-5 minimax
+// polynomial (relative error 2^-23.2 = 1.7 u) evaluated in about 5 roundings; each block's tree sum adds <= 3
+// roundings, the double sums nothing visible. All terms are positive, so S is within (10 + E_p|y|) u relative,
+// where E_p|y| = sum_j p_j (M - x_j) <= the row's entropy <= log C (p = softmax(x)), and lse = M + log S within
+// as much absolute: (10 + log C) u, about 1.2e-6 for C = 32000 at worst, typically a few u. logProb = x - (float)lse
+// then carries that plus half an ulp of |lse| and the final rounding. The smoothing sum sum w x - lse sum w is
+// within ~4 u sum_j |w_j| (|x_j| + |lse|). (tests/forward: against float64, tolerance 8 u (|lse| + 1).)
 //
-// Speed (fp32, AVX-512, one core, rows in cache): about 0.24 ns per element for the three passes.
+// Speed (AVX-512, one core, rows in cache): see bench/forward_bench.cpp and the README for measured figures.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
 #endif
@@ -58,7 +72,11 @@ namespace openaclnn::cross_entropy_loss::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr size_t kGroup = 16;       // logical lanes: element j belongs to lane j % 16 on every target
-constexpr size_t kBlockGroups = 8;  // groups per pass-1 block: 128 elements, 8 exps per lane per rescale
+constexpr size_t kBlockGroups = 8;  // groups per pass-B block: 128 elements, 8 exps per lane per double addition
+constexpr int64_t kBlock = static_cast<int64_t>(kGroup * kBlockGroups);
+constexpr int64_t kGatherColumns = 16 * kBlock;  // strided rows: 2048 elements per chunk (8 KiB of fp32)
+// The share of the next row prefetched during pass B (in 1/8): the rest is prefetched during pass C.
+constexpr size_t kPrefetchShareB = 4;
 
 using DF = hn::CappedTag<float, kGroup>;  // at most 16 lanes, so a group is a whole number of vectors
 using DI = hn::RebindToSigned<DF>;
@@ -84,51 +102,35 @@ constexpr bool kCanStream = false;
 
 // ---- exp(y) for y <= 0 -------------------------------------------------------------------------------------------
 
-// a * b + c with one rounding (fused multiply-add) on every target: the hardware instruction where Highway's MulAdd
-// is one (AVX2 and AVX-512 require FMA), else std::fmaf per lane, which is correctly rounded by definition (libm
-// uses the instruction where the CPU has it and an exact software sequence where not). So every target computes the
-// same values; the lane-wise fallback makes the SSE4 and SCALAR levels slower, never different.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-#define OPENACLNN_LOSS_NATIVE_FMA 1
-#else
-#define OPENACLNN_LOSS_NATIVE_FMA 0
-#endif
-
-HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
-#if OPENACLNN_LOSS_NATIVE_FMA
-    (void)df;
-    return hn::MulAdd(a, b, c);
-#else
-    HWY_ALIGN float va[kGroup], vb[kGroup], vc[kGroup];
-    hn::Store(a, df, va);
-    hn::Store(b, df, vb);
-    hn::Store(c, df, vc);
-    for (size_t k = 0; k < hn::Lanes(df); ++k) va[k] = std::fmaf(va[k], vb[k], vc[k]);
-    return hn::Load(df, va);
-#endif
+// exp(r) on [-ln2/2, ln2/2]: the gradient's degree-5 minimax polynomial (grad_hwy-inl.h, ExpPoly<5>, relative error
+// 2^-23.2), in its order 1 + (r + r^2 q(r)) with q's halves in parallel; unfused Mul and Add.
+HWY_INLINE VF ExpPoly5(DF df, VF r) {
+    const VF r2 = hn::Mul(r, r);
+    const VF q0 = hn::Add(hn::Mul(hn::Set(df, 0x1.5557bp-3f), r), hn::Set(df, 0x1.fffdfcp-2f));
+    const VF q1 = hn::Add(hn::Mul(hn::Set(df, 0x1.106256p-7f), r), hn::Set(df, 0x1.572a68p-5f));
+    const VF q = hn::Add(hn::Mul(q1, r2), q0);
+    return hn::Add(hn::Add(hn::Mul(q, r2), r), hn::Set(df, 1.0f));
 }
 
-// exp(y), y <= 0 or NaN (the NaN probe of pass B decides such rows, whatever this returns). y is clamped at -86
-// (exp(-86) = 4e-38, still normal): every row has a term exp(0) = 1, next to which the clamped terms vanish.
-// y = k ln2 + r: k = round(y log2e) by the 1.5 * 2^23 trick (one fused rounding), r = y - k ln2_hi exactly (k
-// ln2_hi is exact, the difference representable) then - k ln2_lo (one rounding), |r| <= ln2/2; exp(r) by the degree-5
-// minimax polynomial of the gradient's kernels (grad_hwy-inl.h, ExpPoly<5>: relative error 2^-23.2), fused Horner;
-// then k is added to the exponent field (p in [0.7, 1.42] and k >= -124 keep the result normal). The exps only enter
-// a sum of positive terms, so S and lse carry the polynomial's 2^-23.2 at most (lse within ~1.2e-7 absolute).
+// exp(y), y <= 0 (NaN or y > 0 only in rows that end up NaN, see the file comment; any bits then). y is clamped at
+// -86 (exp(-86) = 4e-38, still normal): every row has a term exp(0) = 1, next to which the clamped terms vanish.
+// y = k ln2 + r: k = round(y log2e) by the 1.5 * 2^23 trick, r = y - k ln2_hi exactly (ln2_hi has 15 significant
+// bits and |k| <= 124, so k ln2_hi is exact, and the difference is by Sterbenz) then - k ln2_lo (one rounding),
+// |r| <= ln2/2 + tiny; then k is added to the exponent field of exp(r) (p in [0.7, 1.42] and k >= -124 keep the
+// result normal).
 HWY_INLINE VF ExpNonPositive(DF df, VF y) {
     const DI di;
+    const DU du;
     const VF magic = hn::Set(df, 12582912.0f);
-    y = hn::Max(y, hn::Set(df, -86.0f));
-    const VF t = Fma(df, y, hn::Set(df, 1.44269504088896341f), magic);
+    // max(y, -86) on the bits, as unsigned integers (the integer units, not the floating-point adders, which are the
+    // busiest here): +0 is 0 and y in [-86, -0] is 0x80000000..0xc2ac0000, all below -86's bits, while y < -86 and
+    // -inf are above. (A NaN may go either way.)
+    y = hn::BitCast(df, hn::Min(hn::BitCast(du, y), hn::Set(du, 0xc2ac0000u)));
+    const VF t = hn::Add(hn::Mul(y, hn::Set(df, 1.44269504088896341f)), magic);
     const VF kf = hn::Sub(t, magic);
-    VF r = Fma(df, kf, hn::Set(df, -0.693145751953125f), y);
-    r = Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
-    VF s = hn::Set(df, 0x1.106256p-7f);
-    s = Fma(df, s, r, hn::Set(df, 0x1.572a68p-5f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.5557bp-3f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.fffdfcp-2f));
-    s = Fma(df, s, r, hn::Set(df, 1.0f));
-    const VF p = Fma(df, s, r, hn::Set(df, 1.0f));
+    VF r = hn::Sub(y, hn::Mul(kf, hn::Set(df, 0.693145751953125f)));
+    r = hn::Sub(r, hn::Mul(kf, hn::Set(df, 1.42860676533018708e-6f)));
+    const VF p = ExpPoly5(df, r);
     // t's low bits hold k + 2^22 (t = 1.5 * 2^23 + k); shifted left by 23 only k survives mod 2^32 (the low 9 bits
     // of 1.5 * 2^23's representation are zero), so k's exponent increment comes from t's bits in one shift.
     return hn::BitCast(df, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, t))));
@@ -209,12 +211,15 @@ HWY_INLINE float LoadScalar(const T *p) {
 
 // fp32 -> bf16 bits (in i32 lanes), round to nearest even; NaN stays NaN (quiet). Highway 1.0's DemoteTo to bf16
 // truncates, so the rounding increment is added to the bits here and the truncating shift comes after.
+// kMayBeNaN false: the caller rewrites any row holding a NaN (see RowPassC), so NaN lanes may get any bits.
+template <bool kMayBeNaN = true>
 HWY_INLINE VI Bf16Bits(DF, VF v) {
     const DI di;
     const DU du;
     const auto u = hn::BitCast(du, v);
     const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
     const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), lsb);
+    if constexpr (!kMayBeNaN) return hn::BitCast(di, hn::ShiftRight<16>(rounded));
     const auto quiet_nan = hn::Or(u, hn::Set(du, 0x00400000u));
     const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
     return hn::BitCast(di, hn::ShiftRight<16>(bits));
@@ -241,7 +246,7 @@ HWY_INLINE VI HalfBits(DF df, VF v) {
     return hn::BitCast(di, hn::Or(bits, hn::ShiftRight<16>(sign)));
 }
 
-template <typename T>
+template <typename T, bool kMayBeNaN = true>
 HWY_INLINE void StoreRow(DF df, VF v, T *p) {
     if constexpr (std::is_same_v<T, float>) {
         hn::StoreU(v, df, p);
@@ -254,7 +259,7 @@ HWY_INLINE void StoreRow(DF df, VF v, T *p) {
         hn::StoreU(hn::DemoteTo(dh, v), dh, p);
 #endif
     } else {
-        hn::StoreU(hn::DemoteTo(D16(), Bf16Bits(df, v)), D16(), reinterpret_cast<uint16_t *>(p));
+        hn::StoreU(hn::DemoteTo(D16(), Bf16Bits<kMayBeNaN>(df, v)), D16(), reinterpret_cast<uint16_t *>(p));
     }
 }
 
@@ -269,76 +274,29 @@ HWY_INLINE void StoreScalar(float v, T *p) {
     }
 }
 
-// ---- pass 2 ------------------------------------------------------------------------------------------------------
+// A quiet NaN into count elements col_stride apart (the rows that end up NaN).
+template <typename T>
+HWY_NOINLINE void FillNaN(T *out, int64_t count, int64_t col_stride) {
+    for (int64_t j = 0; j < count; ++j) StoreScalar(std::numeric_limits<float>::quiet_NaN(), out + j * col_stride);
+}
 
-// Pass C: writes logProb = x - lse of one row in fp32, rounded once at the store (element-wise, so neither the vector
-// width nor how the row is cut into Advance calls changes a value); the row is read from L2.
-// kStream (fp32 on AVX2/AVX-512) writes whole aligned vectors with non-temporal stores: the output then does not
-// displace the input rows from the caches nor cost a read-for-ownership of each destination line.
-template <typename T, bool kStream>
-struct LogProbWriter {
-    const T *x = nullptr;
-    T *out = nullptr;
-    int64_t c = 0;  // 0: nothing to write
-    int64_t j = 0;
-    float lse = 0.0f;
-    bool stream = false;
+// Brings the next row towards L2 (prefetcht1, one cache line at a time) as the current row advances: To(bytes)
+// issues the prefetches up to that many bytes of it.
+struct NextRowPrefetch {
+    const char *row = nullptr;
+    size_t bytes = 0;
+    size_t issued = 0;
 
-    HWY_INLINE void ScalarElement() {
-        StoreScalar(LoadScalar(x + j) - lse, out + j);
-        ++j;
-    }
-
-    void Start(const T *row_x, T *row_out, int64_t row_c, float row_lse) {
-        x = row_x;
-        out = row_out;
-        c = row_c;
-        j = 0;
-        lse = row_lse;
-        stream = false;
-        if constexpr (kStream) {
-            const uintptr_t vector_bytes = hn::Lanes(DF()) * sizeof(T);
-            if (reinterpret_cast<uintptr_t>(out) % sizeof(T) == 0) {
-                stream = true;
-                while (j < c && reinterpret_cast<uintptr_t>(out + j) % vector_bytes != 0) ScalarElement();
-            }
-        }
-    }
-
-    // Whole vectors up to element `until` (and never past the row).
-    HWY_INLINE void Advance(int64_t until) {
-        const DF df;
-        const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-        const int64_t end = HWY_MIN(until, c);
-        if (j + lanes > end) return;
-        const VF lse_v = hn::Set(df, lse);
-        if constexpr (kStream) {
-            if (stream) {
-                for (; j + lanes <= end; j += lanes) hn::Stream(hn::Sub(LoadRow(df, x + j), lse_v), df, out + j);
-                return;
-            }
-        }
-        for (; j + lanes <= end; j += lanes) StoreRow(df, hn::Sub(LoadRow(df, x + j), lse_v), out + j);
-    }
-
-    void Finish() {
-        Advance(c);
-        while (j < c) ScalarElement();
-        c = 0;
+    HWY_INLINE void To(size_t until) {
+        until = HWY_MIN(until, bytes);
+        for (; issued < until; issued += 64) __builtin_prefetch(row + issued, 0, 2);
     }
 };
 
-// ---- passes A and B: the row's max, then its sum of exps --------------------------------------------------------
+// ---- pass A: the row's max ---------------------------------------------------------------------------------------
 
-HWY_INLINE VF TreeSum(VF *v, size_t count) {
-    for (size_t width = 1; width < count; width *= 2) {
-        for (size_t k = 0; k + width < count; k += 2 * width) v[k] = hn::Add(v[k], v[k + width]);
-    }
-    return v[0];
-}
-
-// Pass A: the row's max M (an exact operation: any order, any vector width gives the same M, up to the sign of a
-// zero, which changes no value). With a NaN in the row M may be anything; pass B then finds the NaN.
+// The row's max M (an exact operation: any order, any vector width gives the same M, up to the sign of a zero, which
+// changes no value). With a NaN in the row M may be anything, NaN included; pass C then finds the NaN.
 template <typename T>
 HWY_INLINE float RowMax(const T *x, int64_t c) {
     const DF df;
@@ -355,7 +313,7 @@ HWY_INLINE float RowMax(const T *x, int64_t c) {
     for (; j + lanes <= c; j += lanes) m0 = hn::Max(m0, LoadRow(df, x + j));
     // The lanes are combined here, not by MaxOfLanes: Highway 1.0's EMU128 target (the scalar level when clang builds
     // this file; gcc < 12.3 gets SCALAR) starts MaxOfLanes from the lowest finite float, so a row of all -inf got
-    // M = -FLT_MAX, and pass B's NaN probe (-inf - M = -inf) missed it.
+    // M = -FLT_MAX instead of -inf, and was not recognised.
     HWY_ALIGN float lane_max[kGroup];
     hn::Store(hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)), df, lane_max);
     float m = lane_max[0];
@@ -364,12 +322,25 @@ HWY_INLINE float RowMax(const T *x, int64_t c) {
     return m;
 }
 
-// The state of the logical lanes one vector covers, pass B.
+// ---- pass B: the row's sum of exps -------------------------------------------------------------------------------
+
+// v[0] + ... + v[B - 1] as a fixed tree: ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)). Written out so that the
+// compiler keeps every value in a register (a loop over the array went through the stack, store to load).
+template <size_t B>
+HWY_INLINE VF TreeSum(const VF *v) {
+    if constexpr (B == 1) {
+        return v[0];
+    } else {
+        static_assert(B % 2 == 0, "a power of two");
+        return hn::Add(TreeSum<B / 2>(v), TreeSum<B / 2>(v + B / 2));
+    }
+}
+
+// The state of the logical lanes one vector covers.
 struct LaneSums {
-    VF y;           // sum of x - M in fp32: only to find NaN (x - M <= 0 otherwise, so it never becomes NaN)
-    DoubleLanes s;  // sum of exp(x - M)
-    DoubleLanes wx; // smoothing: sum of w x (x without weight)
-    DoubleLanes w;  // smoothing with weight: sum of w
+    DoubleLanes s;   // sum of exp(x - M)
+    DoubleLanes wx;  // smoothing: sum of w x (x without weight)
+    DoubleLanes w;   // smoothing with weight: sum of w
 };
 
 // One vector slot of B consecutive groups: x[b] the inputs (-inf padded), xs[b] the inputs for the smoothing sums
@@ -377,20 +348,14 @@ struct LaneSums {
 template <size_t B, bool kSmooth, bool kWeighted>
 HWY_INLINE void AccumulateSlot(DF df, VF row_max, const VF *x, const VF *xs, const VF *w, LaneSums &st) {
     VF e[B];
-    for (size_t b = 0; b < B; ++b) {
-        const VF y = hn::Sub(x[b], row_max);
-        st.y = hn::Add(st.y, y);
-        e[b] = ExpNonPositive(df, y);
-    }
-    AddLanes(st.s, TreeSum(e, B));
+    for (size_t b = 0; b < B; ++b) e[b] = ExpNonPositive(df, hn::Sub(x[b], row_max));
+    AddLanes(st.s, TreeSum<B>(e));
     if constexpr (kSmooth) {
         VF prod[B];
         for (size_t b = 0; b < B; ++b) prod[b] = kWeighted ? hn::Mul(w[b], xs[b]) : xs[b];
-        AddLanes(st.wx, TreeSum(prod, B));
+        AddLanes(st.wx, TreeSum<B>(prod));
         if constexpr (kWeighted) {
-            VF ws[B];
-            for (size_t b = 0; b < B; ++b) ws[b] = w[b];
-            AddLanes(st.w, TreeSum(ws, B));
+            AddLanes(st.w, TreeSum<B>(w));
         }
     }
 }
@@ -410,118 +375,303 @@ HWY_INLINE void AccumulateGroups(DF df, VF row_max, const T *x, const T *xs, con
     }
 }
 
-// Brings [p, p + bytes) towards L2 (the next row, while this one is computed from L2).
-HWY_INLINE void PrefetchBytes(const void *p, size_t bytes) {
-    const char *c = static_cast<const char *>(p);
-    for (size_t k = 0; k < bytes; k += 64) __builtin_prefetch(c + k, 0, 2);
-}
-
 struct RowResult {
     double lse;
     double weighted_log_prob_sum;
 };
 
-// Pass A and B of one row; meanwhile the next row is prefetched into L2 (next_row, may be null).
+// Pass B of one row, fed in consecutive pieces by Add: every piece but the last is a whole number of blocks, so the
+// blocks, the single groups after them and the padded tail are the same whatever the pieces (contiguous rows: one
+// piece; gathered rows: kGatherColumns at a time).
 template <typename T, bool kSmooth, bool kWeighted>
-RowResult RowLogSumExp(const T *x, int64_t c, const float *weight, const T *next_row) {
-    const DF df;
-    constexpr size_t kMaxSlots = kGroup;  // SCALAR: 16 one-lane slots
-    const size_t lanes = hn::Lanes(df);
-    const size_t slots = kGroup / lanes;
-    const float m = RowMax(x, c);
-    const VF row_max = hn::Set(df, m);
+struct RowSums {
+    static constexpr size_t kMaxSlots = kGroup;  // SCALAR: 16 one-lane slots
     LaneSums st[kMaxSlots];
-    for (size_t k = 0; k < slots; ++k) st[k] = {hn::Zero(df), ZeroLanes(), ZeroLanes(), ZeroLanes()};
-    constexpr int64_t kBlock = static_cast<int64_t>(kGroup * kBlockGroups);
-    int64_t j = 0;
-    for (; j + kBlock <= c; j += kBlock) {
-        AccumulateGroups<kBlockGroups, kSmooth, kWeighted>(df, row_max, x + j, x + j,
-                                                           kWeighted ? weight + j : nullptr, st);
-        if (next_row != nullptr) PrefetchBytes(next_row + j, kBlock * sizeof(T));
-    }
-    for (; j + static_cast<int64_t>(kGroup) <= c; j += kGroup) {
-        AccumulateGroups<1, kSmooth, kWeighted>(df, row_max, x + j, x + j, kWeighted ? weight + j : nullptr, st);
-        if (next_row != nullptr) PrefetchBytes(next_row + j, kGroup * sizeof(T));
-    }
-    if (j < c) {
-        // The tail as one group, through buffers: -inf adds exp(-86) ~ 4e-38 (the clamp) to its lane, invisible
-        // next to the row's exp(0) = 1, and -inf to the NaN probe; 0 with weight 0 adds nothing to the smoothing
-        // sums.
-        HWY_ALIGN T padded[kGroup];
-        HWY_ALIGN T zero_padded[kGroup];
-        HWY_ALIGN float w_padded[kGroup];
-        const float minus_inf = -std::numeric_limits<float>::infinity();
-        for (size_t k = 0; k < kGroup; ++k) {
-            const bool inside = j + static_cast<int64_t>(k) < c;
-            if constexpr (std::is_same_v<T, float>) {
-                padded[k] = inside ? x[j + k] : minus_inf;
-            } else {
-                const uint16_t bits = std::is_same_v<T, hwy::float16_t> ? 0xfc00u : 0xff80u;  // -inf
-                std::memcpy(&padded[k], inside ? static_cast<const void *>(x + j + k) : &bits, 2);
-            }
-            std::memset(&zero_padded[k], 0, sizeof(T));
-            if (inside) std::memcpy(&zero_padded[k], x + j + k, sizeof(T));
-            w_padded[k] = inside && kWeighted ? weight[j + k] : 0.0f;
-        }
-        AccumulateGroups<1, kSmooth, kWeighted>(df, row_max, padded, kSmooth ? zero_padded : padded, w_padded, st);
-        if (next_row != nullptr) PrefetchBytes(next_row + j, static_cast<size_t>(c - j) * sizeof(T));
-    }
-    // NaN anywhere, +inf (inf - inf) or all -inf (-inf - -inf) leave a NaN in the probe: lse is NaN, as the
-    // formula gives.
-    RowResult result{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
-    auto nan = hn::IsNaN(st[0].y);
-    for (size_t k = 1; k < slots; ++k) nan = hn::Or(nan, hn::IsNaN(st[k].y));
-    if (!hn::AllFalse(df, nan)) return result;
+    VF row_max;
 
-    // S = sum of the 16 lanes in double, in logical lane order: the same on every target.
-    HWY_ALIGN double lane_sum[kGroup];
-    for (size_t k = 0; k < slots; ++k) StoreLanes(st[k].s, lane_sum + k * lanes);
-    double sum = 0.0;
-    for (size_t k = 0; k < kGroup; ++k) sum += lane_sum[k];
-    const double lse = static_cast<double>(m) + std::log(sum);
-    result.lse = lse;
-    result.weighted_log_prob_sum = 0.0;
-    if constexpr (kSmooth) {
-        // sum_j w_j (x_j - lse) = sum w x - lse * sum w, each sum combined in lane order.
-        HWY_ALIGN double lane_wx[kGroup];
-        HWY_ALIGN double lane_w[kGroup];
-        for (size_t k = 0; k < slots; ++k) {
-            StoreLanes(st[k].wx, lane_wx + k * lanes);
-            StoreLanes(st[k].w, lane_w + k * lanes);
-        }
-        double wx = 0.0, w = 0.0;
-        for (size_t k = 0; k < kGroup; ++k) {
-            wx += lane_wx[k];
-            w += lane_w[k];
-        }
-        if constexpr (!kWeighted) w = static_cast<double>(c);
-        result.weighted_log_prob_sum = wx - lse * w;
+    explicit RowSums(float m) : row_max(hn::Set(DF(), m)) {
+        for (size_t k = 0; k < kGroup / hn::Lanes(DF()); ++k) st[k] = {ZeroLanes(), ZeroLanes(), ZeroLanes()};
     }
-    return result;
+
+    // Elements [0, count) of the piece at x (weights at w); prefetch advances from pf_from to pf_to bytes as the
+    // piece is consumed.
+    HWY_INLINE void Add(const T *x, const float *w, int64_t count, NextRowPrefetch &pf, size_t pf_from,
+                        size_t pf_to) {
+        const DF df;
+        int64_t j = 0;
+        const double pf_per_element = count > 0 ? static_cast<double>(pf_to - pf_from) / static_cast<double>(count) : 0.0;
+        for (; j + kBlock <= count; j += kBlock) {
+            AccumulateGroups<kBlockGroups, kSmooth, kWeighted>(df, row_max, x + j, x + j,
+                                                               kWeighted ? w + j : nullptr, st);
+            pf.To(pf_from + static_cast<size_t>(pf_per_element * static_cast<double>(j + kBlock)));
+        }
+        for (; j + static_cast<int64_t>(kGroup) <= count; j += kGroup) {
+            AccumulateGroups<1, kSmooth, kWeighted>(df, row_max, x + j, x + j, kWeighted ? w + j : nullptr, st);
+        }
+        if (j < count) {
+            // The tail as one group, through buffers: -inf adds exp(-86) ~ 4e-38 (the clamp) to its lane, invisible
+            // next to the row's exp(0) = 1; 0 with weight 0 adds nothing to the smoothing sums.
+            HWY_ALIGN T padded[kGroup];
+            HWY_ALIGN T zero_padded[kGroup];
+            HWY_ALIGN float w_padded[kGroup];
+            const float minus_inf = -std::numeric_limits<float>::infinity();
+            for (size_t k = 0; k < kGroup; ++k) {
+                const bool inside = j + static_cast<int64_t>(k) < count;
+                if constexpr (std::is_same_v<T, float>) {
+                    padded[k] = inside ? x[j + k] : minus_inf;
+                } else {
+                    const uint16_t bits = std::is_same_v<T, hwy::float16_t> ? 0xfc00u : 0xff80u;  // -inf
+                    std::memcpy(&padded[k], inside ? static_cast<const void *>(x + j + k) : &bits, 2);
+                }
+                std::memset(&zero_padded[k], 0, sizeof(T));
+                if (inside) std::memcpy(&zero_padded[k], x + j + k, sizeof(T));
+                w_padded[k] = inside && kWeighted ? w[j + k] : 0.0f;
+            }
+            AccumulateGroups<1, kSmooth, kWeighted>(df, row_max, padded, kSmooth ? zero_padded : padded, w_padded,
+                                                    st);
+        }
+        pf.To(pf_to);
+    }
+
+    // lse = M + log(S) and the smoothing sum, the 16 lanes combined in double in logical lane order: the same on
+    // every target.
+    RowResult Finish(float m, int64_t c) const {
+        const size_t lanes = hn::Lanes(DF());
+        const size_t slots = kGroup / lanes;
+        HWY_ALIGN double lane_sum[kGroup];
+        for (size_t k = 0; k < slots; ++k) StoreLanes(st[k].s, lane_sum + k * lanes);
+        double sum = 0.0;
+        for (size_t k = 0; k < kGroup; ++k) sum += lane_sum[k];
+        const double lse = static_cast<double>(m) + std::log(sum);
+        RowResult result{lse, 0.0};
+        if constexpr (kSmooth) {
+            // sum_j w_j (x_j - lse) = sum w x - lse * sum w, each sum combined in lane order.
+            HWY_ALIGN double lane_wx[kGroup];
+            HWY_ALIGN double lane_w[kGroup];
+            for (size_t k = 0; k < slots; ++k) {
+                StoreLanes(st[k].wx, lane_wx + k * lanes);
+                StoreLanes(st[k].w, lane_w + k * lanes);
+            }
+            double wx = 0.0, w = 0.0;
+            for (size_t k = 0; k < kGroup; ++k) {
+                wx += lane_wx[k];
+                w += lane_w[k];
+            }
+            if constexpr (!kWeighted) w = static_cast<double>(c);
+            result.weighted_log_prob_sum = wx - lse * w;
+        }
+        return result;
+    }
+};
+
+// ---- pass C: logProb ---------------------------------------------------------------------------------------------
+
+// Writes out[0, count) = x - lse in fp32, rounded once at the store (element-wise, so neither the vector width nor
+// the pieces change a value); the row is read from L2. Returns whether some value was NaN (see the file comment),
+// from the sum of the fp32 values per lane. kStream (fp32 on AVX2/AVX-512, output element-aligned) writes whole
+// aligned vectors with non-temporal stores after a scalar head: the output then neither displaces the input rows
+// from the caches nor costs a read-for-ownership of each destination line.
+template <typename T, bool kStream>
+HWY_INLINE bool RowPassC(const T *x, T *out, int64_t count, float lse, NextRowPrefetch &pf, size_t pf_from,
+                         size_t pf_to) {
+    const DF df;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+    const VF lse_v = hn::Set(df, lse);
+    VF probe0 = hn::Zero(df), probe1 = hn::Zero(df);
+    float probe = 0.0f;
+    int64_t j = 0;
+    bool stream = false;
+    if constexpr (kStream) {
+        const uintptr_t vector_bytes = static_cast<uintptr_t>(lanes) * sizeof(T);
+        if (reinterpret_cast<uintptr_t>(out) % sizeof(T) == 0) {
+            stream = true;
+            for (; j < count && reinterpret_cast<uintptr_t>(out + j) % vector_bytes != 0; ++j) {
+                const float v = LoadScalar(x + j) - lse;
+                probe += v;
+                StoreScalar(v, out + j);
+            }
+        }
+    }
+    const double pf_per_element = count > 0 ? static_cast<double>(pf_to - pf_from) / static_cast<double>(count) : 0.0;
+    const auto vectors = [&](int64_t end) {
+        if (kStream && stream) {
+            for (; j + 2 * lanes <= end; j += 2 * lanes) {
+                const VF v0 = hn::Sub(LoadRow(df, x + j), lse_v);
+                const VF v1 = hn::Sub(LoadRow(df, x + j + lanes), lse_v);
+                probe0 = hn::Add(probe0, v0);
+                probe1 = hn::Add(probe1, v1);
+                hn::Stream(v0, df, reinterpret_cast<float *>(out + j));
+                hn::Stream(v1, df, reinterpret_cast<float *>(out + j + lanes));
+            }
+        } else {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+                // bf16 as 32-bit pairs: the even elements are the low halves (shifted up, they are the fp32 values),
+                // the odd ones the high halves (masked); no widening or narrowing shuffles. Each result is rounded
+                // to nearest even in its 32-bit lane (NaN lanes: see kMayBeNaN) and the pair is put back together.
+                const DU du;
+                const auto upper = hn::Set(du, 0xffff0000u);
+                const auto round_bf16 = [&](VF v) {
+                    const auto u = hn::BitCast(du, v);
+                    return hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+                };
+                for (; j + 2 * lanes <= end; j += 2 * lanes) {
+                    const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(x + j));
+                    const VF ve = hn::Sub(hn::BitCast(df, hn::ShiftLeft<16>(pairs)), lse_v);
+                    const VF vo = hn::Sub(hn::BitCast(df, hn::And(pairs, upper)), lse_v);
+                    probe0 = hn::Add(probe0, ve);
+                    probe1 = hn::Add(probe1, vo);
+                    hn::StoreU(hn::Or(hn::ShiftRight<16>(round_bf16(ve)), hn::And(round_bf16(vo), upper)), du,
+                               reinterpret_cast<uint32_t *>(out + j));
+                }
+            }
+#endif
+            for (; j + 2 * lanes <= end; j += 2 * lanes) {
+                const VF v0 = hn::Sub(LoadRow(df, x + j), lse_v);
+                const VF v1 = hn::Sub(LoadRow(df, x + j + lanes), lse_v);
+                probe0 = hn::Add(probe0, v0);
+                probe1 = hn::Add(probe1, v1);
+                StoreRow<T, false>(df, v0, out + j);
+                StoreRow<T, false>(df, v1, out + j + lanes);
+            }
+        }
+        for (; j + lanes <= end; j += lanes) {
+            const VF v = hn::Sub(LoadRow(df, x + j), lse_v);
+            probe0 = hn::Add(probe0, v);
+            if (kStream && stream) {
+                hn::Stream(v, df, reinterpret_cast<float *>(out + j));
+            } else {
+                StoreRow<T, false>(df, v, out + j);
+            }
+        }
+    };
+    for (int64_t end = j + kBlock; end <= count; end += kBlock) {
+        vectors(end);
+        pf.To(pf_from + static_cast<size_t>(pf_per_element * static_cast<double>(end)));
+    }
+    vectors(count);
+    for (; j < count; ++j) {
+        const float v = LoadScalar(x + j) - lse;
+        probe += v;
+        StoreScalar(v, out + j);
+    }
+    pf.To(pf_to);
+    return !hn::AllFalse(df, hn::IsNaN(hn::Add(probe0, probe1))) || std::isnan(probe);
 }
 
-// Row i's passes A, B and C; row i + 1 is prefetched during pass B, so its reads overlap the exps. (Writing row
-// i - 1's logProb during pass B as well, with LogProbWriter::Advance, measured slower: 14.8 against 13.4 ms for
-// 1024 x 32000 on one core; the stores go out in one stretch in pass C instead.)
+// ---- rows --------------------------------------------------------------------------------------------------------
+
+HWY_INLINE bool FiniteMax(float m) { return std::fabs(m) <= std::numeric_limits<float>::max(); }
+
+// A row with unit column strides (and a contiguous weight): the passes run straight on the row. next: the next row
+// of this thread, prefetched meanwhile (may be null).
+template <typename T, bool kSmooth, bool kWeighted, bool kStream>
+HWY_INLINE void ContiguousRow(const T *x, T *out, int64_t c, const float *w, const T *next, LossRowStats &stats) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    NextRowPrefetch pf{reinterpret_cast<const char *>(next), next ? static_cast<size_t>(c) * sizeof(T) : 0, 0};
+    const size_t pf_b = pf.bytes / 8 * kPrefetchShareB;
+    const float m = RowMax(x, c);
+    if (!FiniteMax(m)) {
+        FillNaN(out, c, 1);
+        stats.lse = stats.weighted_log_prob_sum = nan;
+        pf.To(pf.bytes);
+        return;
+    }
+    RowSums<T, kSmooth, kWeighted> sums(m);
+    sums.Add(x, w, c, pf, 0, pf_b);
+    const RowResult r = sums.Finish(m, c);
+    if (RowPassC<T, kStream>(x, out, c, static_cast<float>(r.lse), pf, pf_b, pf.bytes)) {
+        FillNaN(out, c, 1);
+        stats.lse = stats.weighted_log_prob_sum = nan;
+        return;
+    }
+    stats.lse = r.lse;
+    stats.weighted_log_prob_sum = r.weighted_log_prob_sum;
+}
+
+// Any other layout (a column stride other than 1 for the input or logProb, e.g. a transposed view, or a strided
+// weight): each pass gathers the row kGatherColumns elements at a time into a stack buffer and runs the contiguous
+// code on it; pass C writes into a second buffer, scattered to logProb. Pass B gets the same pieces' block sums in
+// the same order (kGatherColumns is a whole number of blocks), so every value has the bits of the contiguous layout.
+// Each piece is read before it is written, so logProb == input works.
+template <typename T, bool kSmooth, bool kWeighted>
+HWY_NOINLINE void GatheredRow(const LossKernelArgs &args, int64_t i) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const int64_t c = args.c;
+    const int64_t in_cs = args.input_col_stride, out_cs = args.log_prob_col_stride;
+    const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
+    T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
+    HWY_ALIGN T in_buf[kGatherColumns];
+    HWY_ALIGN T out_buf[kGatherColumns];
+    HWY_ALIGN float w_buf[kGatherColumns];
+    const auto gather = [&](int64_t j0, int64_t count) {
+        for (int64_t k = 0; k < count; ++k) in_buf[k] = x[(j0 + k) * in_cs];
+    };
+    NextRowPrefetch none;
+    LossRowStats &stats = args.rows[i];
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j0 = 0; j0 < c; j0 += kGatherColumns) {
+        const int64_t count = HWY_MIN(kGatherColumns, c - j0);
+        gather(j0, count);
+        m = std::max(m, RowMax(in_buf, count));
+    }
+    if (!FiniteMax(m)) {
+        FillNaN(out, c, out_cs);
+        stats.lse = stats.weighted_log_prob_sum = nan;
+        return;
+    }
+    RowSums<T, kSmooth, kWeighted> sums(m);
+    for (int64_t j0 = 0; j0 < c; j0 += kGatherColumns) {
+        const int64_t count = HWY_MIN(kGatherColumns, c - j0);
+        gather(j0, count);
+        const float *w = nullptr;
+        if constexpr (kWeighted) {
+            for (int64_t k = 0; k < count; ++k) w_buf[k] = args.weight[(j0 + k) * args.weight_stride];
+            w = w_buf;
+        }
+        sums.Add(in_buf, w, count, none, 0, 0);
+    }
+    const RowResult r = sums.Finish(m, c);
+    const float lse = static_cast<float>(r.lse);
+    bool has_nan = false;
+    for (int64_t j0 = 0; j0 < c; j0 += kGatherColumns) {
+        const int64_t count = HWY_MIN(kGatherColumns, c - j0);
+        gather(j0, count);
+        has_nan = RowPassC<T, false>(in_buf, out_buf, count, lse, none, 0, 0) || has_nan;
+        for (int64_t k = 0; k < count; ++k) out[(j0 + k) * out_cs] = out_buf[k];
+    }
+    if (has_nan) {
+        FillNaN(out, c, out_cs);
+        stats.lse = stats.weighted_log_prob_sum = nan;
+        return;
+    }
+    stats.lse = r.lse;
+    stats.weighted_log_prob_sum = r.weighted_log_prob_sum;
+}
+
 template <typename T, bool kSmooth, bool kWeighted, bool kStream>
 void Rows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
     if (args.c == 0) {
+        // lse = log(0) = -inf over no classes; nothing to write.
         for (int64_t i = row_begin; i < row_end; ++i) {
             args.rows[i].lse = -std::numeric_limits<double>::infinity();
             args.rows[i].weighted_log_prob_sum = 0.0;
         }
         return;
     }
-    LogProbWriter<T, kStream> writer;
+    // One column needs no column stride (only its first element is addressed).
+    const bool contiguous = args.c == 1 || (args.input_col_stride == 1 && args.log_prob_col_stride == 1 &&
+                                            (!kWeighted || args.weight_stride == 1));
+    if (!contiguous) {
+        for (int64_t i = row_begin; i < row_end; ++i) GatheredRow<T, kSmooth, kWeighted>(args, i);
+        return;
+    }
     for (int64_t i = row_begin; i < row_end; ++i) {
         const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
         T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
         const T *next = i + 1 < row_end ? x + args.input_row_stride : nullptr;
-        const RowResult r = RowLogSumExp<T, kSmooth, kWeighted>(x, args.c, args.weight, next);
-        args.rows[i].lse = r.lse;
-        args.rows[i].weighted_log_prob_sum = r.weighted_log_prob_sum;
-        writer.Start(x, out, args.c, static_cast<float>(r.lse));
-        writer.Finish();
+        ContiguousRow<T, kSmooth, kWeighted, kStream>(x, out, args.c, kWeighted ? args.weight : nullptr, next,
+                                                      args.rows[i]);
     }
     if constexpr (kStream) hwy::FlushStream();
 }
@@ -563,7 +713,6 @@ void LossRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
 }
 
 #undef OPENACLNN_LOSS_SOFT_F16
-#undef OPENACLNN_LOSS_NATIVE_FMA
 
 }  // namespace openaclnn::cross_entropy_loss::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -572,11 +721,8 @@ HWY_AFTER_NAMESPACE();
 namespace openaclnn::cross_entropy_loss {
 namespace {
 
-// Unit column strides (rows may have any stride) and, when read, a contiguous weight.
-bool SupportsHighway(const LossKernelArgs &args) {
-    return args.input_col_stride == 1 && args.log_prob_col_stride == 1 &&
-           (!args.smoothing || args.weight == nullptr || args.weight_stride == 1);
-}
+// Every layout: strided ones are gathered (GatheredRow), giving the bits of the contiguous layout.
+bool SupportsHighway(const LossKernelArgs &) { return true; }
 
 struct HighwayEntry {
     int64_t target;
