@@ -292,14 +292,6 @@ struct Storage<ACL_BF16> {
 // (no weights), or b * w_j.
 enum BiasKind { kNoBias, kConstBias, kWeightBias };
 
-template <aclDataType kType, BiasKind kBias>
-HWY_INLINE VF BiasTerm(DF df, VF b, const float *w) {
-    if constexpr (kBias == kWeightBias) return hn::Mul(b, hn::LoadU(df, w));
-    (void)df;
-    (void)w;
-    return b;
-}
-
 // m - b * w_j with one rounding (fused), or m - b.
 template <BiasKind kBias>
 HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
@@ -335,8 +327,16 @@ constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-8f : 0x1p-10f;
 
 template <aclDataType kType, BiasKind kBias>
 HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
-    const VF bias = BiasTerm<kType, kBias>(df, b, w);
-    return hn::Lt(hn::Abs(value), hn::Mul(hn::Abs(bias), hn::Set(df, kCancellationBound<kType>)));
+    // |b w_j| * bound, formed as (|b| * bound) * |w_j|: the bound is a power of two, so this is the same value
+    // (barring subnormals, where either form flags the same way on every target), and |b| * bound is invariant in
+    // the row loop, which leaves one multiplication per vector.
+    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>));
+    if constexpr (kBias == kWeightBias) {
+        return hn::Lt(hn::Abs(value), hn::Mul(scaled_b, hn::Abs(hn::LoadU(df, w))));
+    } else {
+        (void)w;
+        return hn::Lt(hn::Abs(value), scaled_b);
+    }
 }
 
 // Rounds and stores a vector of results whose lanes `cancelled` are recomputed in double from x (the input,
@@ -378,6 +378,32 @@ HWY_INLINE void StoreVector(DF df, VF x, VF a, VF b, const float *w, const GradR
         Storage<kType>::template Stream<!kFast>(df, value, out);
     } else {
         Storage<kType>::template Store<!kFast>(df, value, out);
+    }
+}
+
+// Two vectors at once (the row loop's body): one test of both vectors' cancellation masks, so that the common case
+// (nothing cancelled) costs one branch per pair. The values are StoreVector's, bit for bit.
+template <aclDataType kType, BiasKind kBias, bool kStream, bool kFast>
+HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF a, VF b, const float *w0, const float *w1,
+                          const GradRowCoefficients &row, typename Storage<kType>::T *out0,
+                          typename Storage<kType>::T *out1) {
+    const VF value0 = RowValue<kType, kBias, kFast>(df, x0, a, b, w0);
+    const VF value1 = RowValue<kType, kBias, kFast>(df, x1, a, b, w1);
+    if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
+        const auto cancelled0 = Cancelled<kType, kBias>(df, value0, b, w0);
+        const auto cancelled1 = Cancelled<kType, kBias>(df, value1, b, w1);
+        if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(cancelled0, cancelled1)))) {
+            StorePatched<kType, kBias>(df, x0, value0, cancelled0, row, w0, out0, hn::Lanes(df));
+            StorePatched<kType, kBias>(df, x1, value1, cancelled1, row, w1, out1, hn::Lanes(df));
+            return;
+        }
+    }
+    if constexpr (kStream) {
+        Storage<kType>::template Stream<!kFast>(df, value0, out0);
+        Storage<kType>::template Stream<!kFast>(df, value1, out1);
+    } else {
+        Storage<kType>::template Store<!kFast>(df, value0, out0);
+        Storage<kType>::template Store<!kFast>(df, value1, out1);
     }
 }
 
@@ -453,21 +479,21 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
             vo = ScaledExp<Storage<ACL_BF16>::kExpDegree, false>(df, xo, a);
         }
         if constexpr (kBias != kNoBias) {
-            VF be = b, bo = b;
+            // The bias and the cancellation test exactly as SubBias and Cancelled compute them.
+            const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16>));
+            VF limit_e = scaled_b, limit_o = scaled_b;
             if constexpr (kBias == kWeightBias) {
                 VF we, wo;
                 hn::LoadInterleaved2(df, w + j, we, wo);
-                be = hn::Mul(b, we);
-                bo = hn::Mul(b, wo);
-                ve = Fma(df, hn::Neg(b), we, ve);  // as SubBias
+                ve = Fma(df, hn::Neg(b), we, ve);
                 vo = Fma(df, hn::Neg(b), wo, vo);
+                limit_e = hn::Mul(scaled_b, hn::Abs(we));
+                limit_o = hn::Mul(scaled_b, hn::Abs(wo));
             } else {
-                ve = hn::Sub(ve, be);
-                vo = hn::Sub(vo, bo);
+                ve = hn::Sub(ve, b);
+                vo = hn::Sub(vo, b);
             }
-            const VF bound = hn::Set(df, kCancellationBound<ACL_BF16>);
-            const auto cancelled = hn::Or(hn::Lt(hn::Abs(ve), hn::Mul(hn::Abs(be), bound)),
-                                          hn::Lt(hn::Abs(vo), hn::Mul(hn::Abs(bo), bound)));
+            const auto cancelled = hn::Or(hn::Lt(hn::Abs(ve), limit_e), hn::Lt(hn::Abs(vo), limit_o));
             if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
                 const float *wj = kBias == kWeightBias ? w + j : w;
                 StoreVector<ACL_BF16, kBias, false, false>(df, Storage<ACL_BF16>::Load(df, in + j), a, b, wj, row,
@@ -512,14 +538,11 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
         // NaN fails both comparisons, so a NaN lane sends its vectors down the general path.
         const auto in_range = hn::And(hn::And(hn::Le(lo, x0), hn::Le(x0, hi)), hn::And(hn::Le(lo, x1), hn::Le(x1, hi)));
+        const float *wj1 = kBias == kWeightBias ? wj + lanes : w;
         if (HWY_LIKELY(hn::AllTrue(df, in_range))) {
-            StoreVector<kType, kBias, kStream, true>(df, x0, a, b, wj, row, out + j);
-            StoreVector<kType, kBias, kStream, true>(df, x1, a, b, kBias == kWeightBias ? wj + lanes : w, row,
-                                                     out + j + lanes);
+            StorePair<kType, kBias, kStream, true>(df, x0, x1, a, b, wj, wj1, row, out + j, out + j + lanes);
         } else {
-            StoreVector<kType, kBias, kStream, false>(df, x0, a, b, wj, row, out + j);
-            StoreVector<kType, kBias, kStream, false>(df, x1, a, b, kBias == kWeightBias ? wj + lanes : w, row,
-                                                      out + j + lanes);
+            StorePair<kType, kBias, kStream, false>(df, x0, x1, a, b, wj, wj1, row, out + j, out + j + lanes);
         }
     }
     for (; j + lanes <= count; j += lanes) {
