@@ -13,10 +13,12 @@
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
 //    a fused multiply-add), a polynomial for exp(r) in fused Horner steps, and the scale 2^k applied in two exact
 //    halves after the multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down
-//    to -172) or overflow (up to 176). The polynomial's degree depends on the output type (ExpDegree below):
+//    to -172) or overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree,
+//    kRowExpDegree):
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction
+//            (rows with a bias term, b != 0, use fp16's degree 5, see kRowExpDegree)
 //    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-12 (fp16) of an output
 //    ulp at worst, a result can only be misrounded when the exact value lies that close to a rounding midpoint
 //    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
@@ -301,9 +303,16 @@ HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
     return hn::Sub(m, b);
 }
 
+// The exp's degree for a row: the output type's, except that bf16 rows with a bias term use fp16's degree 5 (with
+// its two-step reduction). Its 2^5 times smaller error lets the cancellation guard below flag 2^5 times fewer lanes
+// (each one recomputed in double), which costs more than the two extra operations per vector (measured: about 2.5%
+// of the vector pairs of a label-smoothed 32000-class row were recomputed with degree 4).
+template <aclDataType kType, BiasKind kBias>
+constexpr int kRowExpDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
+
 template <aclDataType kType, BiasKind kBias, bool kFast>
 HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
-    const VF m = ScaledExp<Storage<kType>::kExpDegree, kFast>(df, x, a);
+    const VF m = ScaledExp<kRowExpDegree<kType, kBias>, kFast>(df, x, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
@@ -314,16 +323,16 @@ HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
 }
 
 // Cancellation guard for the 16-bit outputs. Where exp(x) a and b w_j nearly cancel, the fp32 value's absolute
-// error (about 2^-17.5 |b w_j| for bf16's exp, 2^-22 for fp16's) is no longer small against the result's ulp. Lanes
+// error (about 2^-22 |b w_j| with the degree-5 exp of such rows) is no longer small against the result's ulp. Lanes
 // with |out| < |b w_j| * kCancellationBound are therefore recomputed in double (StoreExactElement); above that
 // bound the error is under 0.41 ulp of the output (below), so no output is further than one ulp from the
 // correctly rounded value. The guard is a function of each lane's own values,
 // so every target flags the same lanes (determinism holds). fp32 outputs keep the fp32 value: their error bound
 // is stated relative to the terms (a few ulps of max(|exp(x) a|, |b w_j|)).
-//   bf16: exp error <= 2^-17.35 |m|, |m| ~ |b w|, result ulp >= 2^-8 |out| >= 2^-16 |b w|: error <= 0.39 ulp.
+//   bf16: exp error <= 2^-22.3 |m|, |m| ~ |b w|, result ulp >= 2^-8 |out| >= 2^-21 |b w|: error <= 0.41 ulp.
 //   fp16: exp error <= 2^-22.3 |m|, result ulp >= 2^-11 |out| >= 2^-21 |b w|: error <= 0.41 ulp.
 template <aclDataType kType>
-constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-8f : 0x1p-10f;
+constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-13f : 0x1p-10f;
 
 template <aclDataType kType, BiasKind kBias>
 HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
@@ -472,11 +481,11 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
         const bool fast = hn::AllTrue(df, in_range);
         VF ve, vo;
         if (HWY_LIKELY(fast)) {
-            ve = ScaledExp<Storage<ACL_BF16>::kExpDegree, true>(df, xe, a);
-            vo = ScaledExp<Storage<ACL_BF16>::kExpDegree, true>(df, xo, a);
+            ve = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, true>(df, xe, a);
+            vo = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, true>(df, xo, a);
         } else {
-            ve = ScaledExp<Storage<ACL_BF16>::kExpDegree, false>(df, xe, a);
-            vo = ScaledExp<Storage<ACL_BF16>::kExpDegree, false>(df, xo, a);
+            ve = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, false>(df, xe, a);
+            vo = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, false>(df, xo, a);
         }
         if constexpr (kBias != kNoBias) {
             // The bias and the cancellation test exactly as SubBias and Cancelled compute them.
