@@ -416,20 +416,49 @@ HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF a, VF b, const float *w0, cons
     }
 }
 
+// Whether Highway's MaskedLoad and BlendedStore of lanes of type T leave the masked-off lanes' memory untouched (so
+// they never fault and never write there): AVX-512 for every lane size, AVX2 for 4-byte lanes (vmaskmov). Elsewhere
+// Highway emulates them with full-width accesses.
+template <typename T>
+constexpr bool kMaskedIsExact =
+    HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || (HWY_TARGET == HWY_AVX2 && sizeof(T) == 4);
+
+// buf[0, count) = src[0, count), buf[count, lanes) = 0, reading nothing outside src[0, count).
+template <class D, typename T>
+HWY_INLINE void CopyInPartial(D d, const T *src, T *buf, size_t count) {
+    if constexpr (kMaskedIsExact<T>) {
+        hn::Store(hn::MaskedLoad(hn::FirstN(d, count), d, src), d, buf);
+    } else {
+        std::memcpy(buf, src, count * sizeof(T));  // buf is zero-initialised
+    }
+}
+
+// dst[0, count) = buf[0, count), writing nothing outside dst[0, count).
+template <class D, typename T>
+HWY_INLINE void CopyOutPartial(D d, const T *buf, T *dst, size_t count) {
+    if constexpr (kMaskedIsExact<T>) {
+        hn::BlendedStore(hn::Load(d, buf), hn::FirstN(d, count), d, dst);
+    } else {
+        std::memcpy(dst, buf, count * sizeof(T));
+    }
+}
+
 // Fewer than a vector's lanes: through a stack buffer, so that nothing outside [0, count) is read or written, on
-// every target (masked loads are not fault-safe on all of them). The values are the vector path's, bit for bit.
+// every target (masked loads are exact only on some: kMaskedIsExact, where they replace the copies, which cost more
+// than the arithmetic in rows of a few classes). The values are the vector path's, bit for bit.
 template <aclDataType kType, BiasKind kBias>
 HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
                              size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row) {
     using T = typename Storage<kType>::T;
+    using DT = hn::Rebind<T, DF>;  // the storage lanes of one vector
     constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
     alignas(HWY_MAX_BYTES) T in_buf[kMax] = {};
     alignas(HWY_MAX_BYTES) T out_buf[kMax];
     alignas(HWY_MAX_BYTES) float w_buf[kMax] = {};
-    std::memcpy(in_buf, in, count * sizeof(T));
-    if constexpr (kBias == kWeightBias) std::memcpy(w_buf, w, count * sizeof(float));
+    CopyInPartial(DT(), in, in_buf, count);
+    if constexpr (kBias == kWeightBias) CopyInPartial(df, w, w_buf, count);
     StoreVector<kType, kBias, false, false>(df, Storage<kType>::Load(df, in_buf), a, b, w_buf, row, out_buf);
-    std::memcpy(out, out_buf, count * sizeof(T));
+    CopyOutPartial(DT(), out_buf, out, count);
 }
 
 // The inputs x for which the fast path of ScaledExp is exact for this row: exp(x) * a is then a normal float.
