@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """aclnnCrossEntropyLoss (through ctypes) against PyTorch's log_softmax(out=) + nll_loss with preallocated
 outputs, same inputs, same thread count, interleaved, best of R. Target: openaclnn >= 3x faster.
-Usage: bench/forward_vs_torch.py BUILD_DIR [N C] [repeats]"""
+Usage: bench/forward_vs_torch.py [BUILD_DIR [N C] [repeats]] (BUILD_DIR defaults to build/ beside bench/)"""
 import ctypes
 import os
 import sys
@@ -9,7 +9,7 @@ import time
 
 import torch
 
-build = sys.argv[1]
+build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 n, c = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (4096, 32000)
 repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 5
 acl = ctypes.CDLL(build + "/src/libascendcl.so", mode=ctypes.RTLD_GLOBAL)
