@@ -24,6 +24,32 @@ double LoadFloat(const Operand &operand, aclDataType dtype, int64_t index) {
     return LoadFloatAt(operand.Element(index, operand.stride0), dtype);
 }
 
+// W = sum_j w_j of the FLOAT weight vector, in double, in one fixed order whatever the threads or the CPU: eight
+// partial sums (j mod 8), then combined pairwise. The independent sums let the additions overlap; a single running
+// sum was most of the call for one row of 152064 classes.
+double SumWeights(const Operand &weight, int64_t c) {
+    constexpr int kParts = 8;
+    double part[kParts] = {};
+    const auto add = [&part](int k, const char *element) {
+        float w;
+        std::memcpy(&w, element, sizeof(w));
+        part[k] += static_cast<double>(w);
+    };
+    int64_t j = 0;
+    if (weight.stride0 == 1) {  // the usual layout: plain loads, which the compiler vectorises lane by lane
+        const char *base = weight.Element(0, 1);
+        for (; j + kParts <= c; j += kParts) {
+            for (int k = 0; k < kParts; ++k) add(k, base + (j + k) * sizeof(float));
+        }
+    } else {
+        for (; j + kParts <= c; j += kParts) {
+            for (int k = 0; k < kParts; ++k) add(k, weight.Element(j + k, weight.stride0));
+        }
+    }
+    for (int k = 0; j < c; ++j, ++k) add(k, weight.Element(j, weight.stride0));
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 }  // namespace
 
 void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows, TaskContext &context) {
@@ -68,8 +94,7 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
 
     double weight_sum = static_cast<double>(p.c);  // W = sum_j w_j
     if (weight.present && p.label_smoothing != 0.0) {
-        weight_sum = 0.0;
-        for (int64_t j = 0; j < p.c; ++j) weight_sum += class_weight(j);
+        weight_sum = SumWeights(weight, p.c);
     }
     const bool mean = p.reduction == Reduction::kMean;
     const double nll_scale = mean ? (weight_total != 0.0 ? 1.0 / weight_total : 0.0) : 1.0;
