@@ -11,7 +11,8 @@
 //   pass C: logProb = x - (float)lse, rounded once to the output type, element-wise; the fp32 values are also summed
 //           per lane, the row's NaN probe (see below).
 // The rows of a thread are software-pipelined (ContiguousRows): pass B of row i runs block by block together with pass
-// C of row i - 1 and the prefetch of row i + 1 into L2, so the exps overlap the memory reads and writes.
+// C of row i - 1, pass A of row i + 1 and the prefetch of row i + 2 into L2, so the exps overlap the memory reads and
+// writes.
 //
 // Special values. NaN in a row, +inf in a row and a row of all -inf make lse and the whole logProb row NaN, as the
 // formula (and PyTorch's log_softmax) gives. M = +inf or -inf is seen after pass A (Max never loses an infinity to
@@ -327,6 +328,47 @@ HWY_INLINE float RowMax(const T *x, int64_t c) {
     return m;
 }
 
+// RowMax in pieces, for the pipelined row loop: Advance(until) takes the whole vectors up to element `until`, Finish
+// the rest; the same M (max is exact, so the pieces do not matter).
+template <typename T>
+struct RowMaxState {
+    const T *x = nullptr;
+    int64_t c = 0;
+    int64_t j = 0;
+    VF m0, m1;
+
+    RowMaxState() : m0(hn::Zero(DF())), m1(hn::Zero(DF())) {}
+
+    HWY_INLINE void Start(const T *row_x, int64_t row_c) {
+        x = row_x;
+        c = row_c;
+        j = 0;
+        m0 = m1 = hn::Set(DF(), -std::numeric_limits<float>::infinity());
+    }
+
+    HWY_INLINE void Advance(int64_t until) {
+        const DF df;
+        const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+        const int64_t end = HWY_MIN(until, c);
+        for (; j + 2 * lanes <= end; j += 2 * lanes) {
+            m0 = hn::Max(m0, LoadRow(df, x + j));
+            m1 = hn::Max(m1, LoadRow(df, x + j + lanes));
+        }
+        for (; j + lanes <= end; j += lanes) m0 = hn::Max(m0, LoadRow(df, x + j));
+    }
+
+    HWY_INLINE float Finish() {
+        Advance(c);
+        // The lanes combined one by one, as in RowMax (not MaxOfLanes: see there).
+        HWY_ALIGN float lane_max[kGroup];
+        hn::Store(hn::Max(m0, m1), DF(), lane_max);
+        float m = lane_max[0];
+        for (size_t k = 1; k < hn::Lanes(DF()); ++k) m = std::max(m, lane_max[k]);
+        for (; j < c; ++j) m = std::max(m, LoadScalar(x + j));
+        return m;
+    }
+};
+
 // ---- pass B: the row's sum of exps -------------------------------------------------------------------------------
 
 // v[0] + ... + v[B - 1] as a fixed tree: ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)). Written out so that the
@@ -485,6 +527,8 @@ struct LogProbWriter {
     VF probe0, probe1;
     float probe = 0.0f;
 
+    LogProbWriter() : probe0(hn::Zero(DF())), probe1(hn::Zero(DF())) {}
+
     HWY_INLINE void ScalarElement() {
         const float v = LoadScalar(x + j) - lse;
         probe += v;
@@ -586,18 +630,19 @@ HWY_INLINE void SetNaNRow(LossRowStats &stats) {
     stats.lse = stats.weighted_log_prob_sum = std::numeric_limits<double>::quiet_NaN();
 }
 
-// Rows with unit column strides (and a contiguous weight), software-pipelined by one row: pass A of row i, then pass
-// B of row i interleaved block by block with pass C of row i - 1 (whose lse is known by then) and with the prefetch
-// of row i + 1; pass C of the thread's last row runs alone at the end. So the exps of one row overlap the stores of
-// the previous one and the reads of the next: the three streams (memory reads, memory writes, arithmetic) proceed
-// together instead of in turn. L2 holds rows i - 1, i and i + 1 (3 x 125 KiB for 32000 fp32 classes). Every value is
-// still a function of its own row only.
+// Rows with unit column strides (and a contiguous weight), software-pipelined: pass B of row i runs block by block
+// together with pass C of row i - 1 (whose lse is known by then), pass A of row i + 1 (so its M is ready when its
+// turn comes) and the prefetch of row i + 2 into L2; the first row's pass A runs before the loop, the last row's pass
+// C after it. So the exps of one row overlap the stores of the previous ones and the reads of the next: memory reads,
+// memory writes and arithmetic proceed together instead of in turn. L2 holds rows i - 1 to i + 2 (4 x 125 KiB for
+// 32000 fp32 classes). Every value is still a function of its own row only.
 template <typename T, bool kSmooth, bool kWeighted, bool kStream>
 HWY_NOINLINE void ContiguousRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
     const int64_t c = args.c;
     const float *w = kWeighted ? args.weight : nullptr;
-    LogProbWriter<T, kStream> writer;  // row i - 1's pass C, pending while writer.c != 0
-    LossRowStats *pending = nullptr;
+    const auto row_in = [&](int64_t i) { return static_cast<const T *>(args.input) + i * args.input_row_stride; };
+    LogProbWriter<T, kStream> writer;  // row i - 1's pass C
+    LossRowStats *pending = nullptr;   // its row table entry, while its pass C is not finished
     RowResult pending_result{0.0, 0.0};
     const auto finish_pending = [&] {
         if (pending == nullptr) return;
@@ -611,37 +656,38 @@ HWY_NOINLINE void ContiguousRows(const LossKernelArgs &args, int64_t row_begin, 
         }
         pending = nullptr;
     };
+    float m_next = RowMax(row_in(row_begin), c);
+    RowMaxState<T> next_max;
     for (int64_t i = row_begin; i < row_end; ++i) {
-        const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
+        const T *x = row_in(i);
         T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
-        const float m = RowMax(x, c);
+        const float m = m_next;
+        const bool has_next = i + 1 < row_end;
+        if (has_next) next_max.Start(row_in(i + 1), c);
         NextRowPrefetch pf;
-        if (i + 1 < row_end) {
-            pf.row = reinterpret_cast<const char *>(x + args.input_row_stride);
+        if (i + 2 < row_end) {
+            pf.row = reinterpret_cast<const char *>(row_in(i + 2));
             pf.bytes = static_cast<size_t>(c) * sizeof(T);
         }
         if (!FiniteMax(m)) {
             finish_pending();
             FillNaN(out, c, 1);
             SetNaNRow(args.rows[i]);
-            pf.To(pf.bytes);
-            continue;
-        }
-        RowSums<T, kSmooth, kWeighted> sums(m);
-        const double pf_per_element = static_cast<double>(pf.bytes) / static_cast<double>(c);
-        if (pending != nullptr) {
+        } else {
+            RowSums<T, kSmooth, kWeighted> sums(m);
+            const double pf_per_element = static_cast<double>(pf.bytes) / static_cast<double>(c);
             sums.Add(x, w, c, [&](int64_t end) {
-                writer.Advance(end);
+                if (pending != nullptr) writer.Advance(end);
+                if (has_next) next_max.Advance(end);
                 pf.To(static_cast<size_t>(pf_per_element * static_cast<double>(end)));
             });
-        } else {
-            sums.Add(x, w, c, [&](int64_t end) { pf.To(static_cast<size_t>(pf_per_element * static_cast<double>(end))); });
+            finish_pending();
+            pending_result = sums.Finish(m, c);
+            writer.Start(x, out, c, static_cast<float>(pending_result.lse));
+            pending = &args.rows[i];
         }
         pf.To(pf.bytes);
-        finish_pending();
-        pending_result = sums.Finish(m, c);
-        writer.Start(x, out, c, static_cast<float>(pending_result.lse));
-        pending = &args.rows[i];
+        if (has_next) m_next = next_max.Finish();
     }
     finish_pending();
     if constexpr (kStream) hwy::FlushStream();
