@@ -11,9 +11,9 @@
 //    identical across targets (NaN payloads aside) and, since no element depends on its neighbours, across any
 //    tiling or thread count.
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
-//    a fused multiply-add), a polynomial for exp(r) in fused Horner steps, and the scale 2^k applied in two exact
-//    halves after the multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down
-//    to -172) or overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree,
+//    a multiply-add), a polynomial for exp(r) in Horner steps (fused for fp16/bf16, see MulAddT), and the scale 2^k
+//    applied in two exact halves after the multiplication by a, so that p * a is right even where exp(x) alone
+//    would underflow (x down to -172) or overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree,
 //    kRowExpDegree):
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
@@ -22,9 +22,9 @@
 //    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-12 (fp16) of an output
 //    ulp at worst, a result can only be misrounded when the exact value lies that close to a rounding midpoint
 //    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
-//    The kernel is bound by its operation count where memory is not the limit (16-bit types): fusing the Horner
-//    steps, the reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on
-//    4096 x 32000 from about 2.0x and 1.65x the copy's time to about 1.3x.
+//    The 16-bit kernels are bound by their operation count, not by memory: fusing the Horner steps, the reduction
+//    and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000 from
+//    about 2.0x and 1.65x the copy's time to about 1.3x. The fp32 kernel, bound by memory, does not fuse.
 //  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
@@ -101,20 +101,31 @@ HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
 #endif
 }
 
+// a * b + c, fused (one rounding) where kFused, else a multiplication and an addition (two). The 16-bit kernels,
+// bound by their operation count, fuse; the fp32 kernel, bound by memory either way, does not, which keeps it
+// fast also on the targets that have no fused instruction and would call std::fmaf per lane (measured, 4096 x
+// 32000 fp32: SSE4 about 2.4x and SCALAR about 6x the copy's time unfused, 49x fused).
+template <bool kFused>
+HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
+    if constexpr (kFused) return Fma(df, a, b, c);
+    return hn::Add(hn::Mul(a, b), c);
+}
+
 // Minimax coefficients for exp(r) = 1 + r + r^2 (c2 + c3 r + ...) on [-ln2/2, ln2/2], relative error, c0 = c1 = 1
-// exact, evaluated by fused Horner steps (bench/exp_poly_error.py measures their errors on that range).
+// exact, evaluated by Horner steps, fused for the 16-bit degrees (bench/exp_poly_error.py measures their errors on
+// that range).
 template <int kDegree>
 HWY_INLINE VF ExpPoly(DF df, VF r);
 
 template <>
 HWY_INLINE VF ExpPoly<6>(DF df, VF r) {
     VF s = hn::Set(df, 0x1.6a23ccp-10f);
-    s = Fma(df, s, r, hn::Set(df, 0x1.123a2p-7f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.5558f2p-5f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.555492p-3f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.fffffcp-2f));
-    s = Fma(df, s, r, hn::Set(df, 1.0f));
-    return Fma(df, s, r, hn::Set(df, 1.0f));
+    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.123a2p-7f));
+    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.5558f2p-5f));
+    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.555492p-3f));
+    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.fffffcp-2f));
+    s = MulAddT<false>(df, s, r, hn::Set(df, 1.0f));
+    return MulAddT<false>(df, s, r, hn::Set(df, 1.0f));
 }
 
 template <>
@@ -148,7 +159,8 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
     const DI di;
     const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
     const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
-    const VF t = Fma(df, xc, hn::Set(df, 1.44269504088896341f), magic);
+    constexpr bool kFused = kDegree < 6;  // the 16-bit degrees (see MulAddT)
+    const VF t = MulAddT<kFused>(df, xc, hn::Set(df, 1.44269504088896341f), magic);
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
     VF r;
     if constexpr (kDegree <= 4) {
@@ -156,12 +168,12 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
         // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities), against the degree-4
         // polynomial's 2^-17.5; together under 2^-17.35 relative, still 0.39 of a bf16 ulp at worst (see the
         // cancellation guard below).
-        r = Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
+        r = MulAddT<kFused>(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
     } else {
         // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
         // difference (Sterbenz); the second step rounds once.
-        r = Fma(df, kf, hn::Set(df, -0.693145751953125f), xc);
-        r = Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
+        r = MulAddT<kFused>(df, kf, hn::Set(df, -0.693145751953125f), xc);
+        r = MulAddT<kFused>(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     }
     VF m = hn::Mul(ExpPoly<kDegree>(df, r), a);
     // Fast path: t's bits are those of magic plus k, and magic's bits (0x4b400000) shifted left by 23 are 0 modulo
@@ -294,10 +306,10 @@ struct Storage<ACL_BF16> {
 // (no weights), or b * w_j.
 enum BiasKind { kNoBias, kConstBias, kWeightBias };
 
-// m - b * w_j with one rounding (fused), or m - b.
-template <BiasKind kBias>
+// m - b * w_j (fused for the 16-bit types, see MulAddT), or m - b.
+template <aclDataType kType, BiasKind kBias>
 HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
-    if constexpr (kBias == kWeightBias) return Fma(df, hn::Neg(b), hn::LoadU(df, w), m);
+    if constexpr (kBias == kWeightBias) return MulAddT<kType != ACL_FLOAT>(df, hn::Neg(b), hn::LoadU(df, w), m);
     (void)w;
     (void)df;
     return hn::Sub(m, b);
@@ -318,7 +330,7 @@ HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
         (void)w;
         return m;
     } else {
-        return SubBias<kBias>(df, m, b, w);
+        return SubBias<kType, kBias>(df, m, b, w);
     }
 }
 
