@@ -476,6 +476,46 @@ TEST_P(GradKernelTest, NanAndZeroRows) {
 }
 
 // out == logProb: the same bits as out of place.
+// Rows whose coefficients fp32 cannot carry (|a| or |b| below 2^-125 or above 2^126: a gradLoss of 1e-45, a total
+// weight near fp32's limits) are computed in double, element by element: every element equals the reference's bits,
+// also where exp(x) * a is an ordinary or subnormal number reached from a subnormal a. (Found by fuzz_grad: a
+// subnormal a rounded to fp32 before its scaling by 2^k gave -2^-127 instead of -6.53e-39.)
+TEST_P(GradKernelTest, ExtremeCoefficientsAreExact) {
+    const GradKernelInfo &kernel = *GetParam();
+    const double cases[][2] = {{1.5e-45, 0.0},  {-1.5e-45, 3e-46}, {3.6e-41, 1e-42}, {1e-50, 1e-52},
+                               {2.5e40, 1e39},  {-1e60, 0.0},      {0.5, 1e-45},     {1e-3, 2e40},
+                               {0x1p-125, 0.0}, {0x1p-126, 0.0},   {0x1p126, 0.0},   {0x1p127, 0.0}};
+    for (aclDataType dtype : kDtypes) {
+        Problem p = MakeProblem(dtype, 12, 300, kSmoothedWeighted, 4242, 0, 0, 12.0);
+        std::mt19937 rng(17);
+        std::uniform_real_distribution<double> wild(-40.0, 40.0);
+        const size_t es = ElementSize(dtype);
+        for (int64_t i = 0; i < p.n; ++i) {
+            // Inputs where exp(x) * a lands anywhere from below the subnormals to above the largest float.
+            for (int64_t j = 0; j < p.c; j += 3) StoreFromDouble(dtype, p.in.data() + p.in_offset * es,
+                                                                 i * p.in_stride + j, wild(rng));
+            p.rows[i].a = cases[i][0];
+            p.rows[i].b = cases[i][1];
+        }
+        const std::vector<uint8_t> ref = ReferenceOutput(p);
+        Poison(p.out);
+        GradKernelArgs args = p.Args();
+        kernel.run(args, GradTile{0, p.n, 0, p.c});
+        for (int64_t i = 0; i < p.n; ++i) {
+            if (!RowNeedsDouble(p.rows[i])) continue;
+            int64_t mismatches = 0;
+            for (int64_t j = 0; j < p.c; ++j) {
+                mismatches += Bits(dtype, args.out, i * args.out_row_stride + j) != Bits(dtype, ref.data(), i * p.c + j);
+            }
+            EXPECT_EQ(mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i << " a " << cases[i][0]
+                                     << " b " << cases[i][1];
+        }
+        // The other rows within the usual bounds.
+        ExpectMatches(p, args.out, args.out_row_stride, ref, std::string(kernel.name) + " extreme coefficients " +
+                                                                 DtypeName(dtype));
+    }
+}
+
 TEST_P(GradKernelTest, InPlace) {
     const GradKernelInfo &kernel = *GetParam();
     for (aclDataType dtype : kDtypes) {

@@ -606,6 +606,10 @@ template <aclDataType kType, BiasKind kBias>
 HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
                            const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream) {
     using T = typename Storage<kType>::T;
+    if (HWY_UNLIKELY(RowNeedsDouble(row))) {
+        StoreExactRow(kType, in, out, count, row, w);
+        return;
+    }
     const DF df;
     const size_t lanes = hn::Lanes(df);
     const VF a = hn::Set(df, static_cast<float>(row.a));

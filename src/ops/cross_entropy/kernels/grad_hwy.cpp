@@ -75,6 +75,22 @@ void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b
     }
 }
 
+void StoreExactRow(aclDataType dtype, const void *in, void *out, size_t count, const GradRowCoefficients &row,
+                   const float *w) {
+    for (size_t j = 0; j < count; ++j) {
+        float x;
+        if (dtype == ACL_FLOAT) {
+            x = static_cast<const float *>(in)[j];
+        } else if (dtype == ACL_FLOAT16) {
+            x = HalfToFloat(static_cast<const uint16_t *>(in)[j]);
+        } else {
+            x = Bf16ToFloat(static_cast<const uint16_t *>(in)[j]);
+        }
+        void *element = static_cast<char *>(out) + j * (dtype == ACL_FLOAT ? 4 : 2);
+        StoreExactElement(dtype, x, element, row.a, row.b, w != nullptr ? static_cast<double>(w[j]) : 1.0);
+    }
+}
+
 namespace {
 
 // Every layout: contiguous rows stream directly, any other column strides go through the same vector code via

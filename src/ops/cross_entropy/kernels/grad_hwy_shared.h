@@ -18,6 +18,23 @@ uint64_t SetStreamingThreshold(uint64_t bytes);
 // rounding): *out = round(exp(x) * a - b * weight - g). x points to one element of the storage type.
 void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight);
 
+// Whether a row's coefficients are outside what the vector path's fp32 arithmetic represents exactly enough: |a|
+// or |b| nonzero and finite but outside [2^-125, 2^126] (a gradLoss near fp32's smallest values, a total weight near
+// its largest). As floats they would be subnormal, zero or infinite, or exp(r) * a could leave the normal range
+// before its scaling by 2^k; such rows are computed element by element in double instead (StoreExactRow).
+inline bool RowNeedsDouble(const GradRowCoefficients &row) {
+    const auto outside = [](double v) {
+        const double m = std::fabs(v);
+        return m != 0.0 && std::isfinite(m) && (m < 0x1p-125 || m > 0x1p126);
+    };
+    return outside(row.a) || outside(row.b);
+}
+
+// out[j] = round(exp(in[j]) * a - b * w[j]) for j in [0, count), each in double as StoreExactElement; in and out
+// are of dtype and may be the same; w is nullptr for weights of one.
+void StoreExactRow(aclDataType dtype, const void *in, void *out, size_t count, const GradRowCoefficients &row,
+                   const float *w);
+
 // One element computed in double and rounded once to dtype: *out = round(exp(x) * a - b * weight) (no g).
 void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight);
 
