@@ -53,7 +53,9 @@ struct DeviceBlock {
         EXPECT_EQ(aclrtMalloc(&ptr, size ? size : 1, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
     }
     ~DeviceBlock() {
-        if (ptr) EXPECT_EQ(aclrtFree(ptr), ACL_SUCCESS);
+        if (ptr) {
+            EXPECT_EQ(aclrtFree(ptr), ACL_SUCCESS);
+        }
     }
 };
 
@@ -180,7 +182,7 @@ aclTensor *Tensor(const std::vector<int64_t> &dims, aclDataType dtype, void *dat
 
 class StressWorker {
 public:
-    StressWorker(int id, aclrtStream shared, double seconds) : id_(id), shared_(shared), seconds_(seconds) {
+    StressWorker(int id, aclrtStream shared, double seconds) : shared_(shared), seconds_(seconds) {
         rng_.state = 0x5eed0000ull + static_cast<uint64_t>(id) * 7919;
     }
 
@@ -330,7 +332,9 @@ private:
             << aclGetRecentErrMsg();
         // The tensors may go at once: the executor holds what it needs.
         for (aclTensor *t : {grad_t, logp_t, target_t, weight_t, lse_t, out_t}) EXPECT_EQ(aclDestroyTensor(t), ACLNN_SUCCESS);
-        if (repeatable) ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+        if (repeatable) {
+            ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+        }
         j.results.resize(static_cast<size_t>(runs));
         for (int k = 0; k < runs; ++k) {
             // A workspace per run: queued runs must not share one.
@@ -449,7 +453,9 @@ private:
         for (aclTensor *t : {input_t, target_t, weight_t, loss_t, log_prob_t, zloss_t, lse_t}) {
             EXPECT_EQ(aclDestroyTensor(t), ACLNN_SUCCESS);
         }
-        if (repeatable) ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+        if (repeatable) {
+            ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+        }
         j.results.resize(static_cast<size_t>(runs));
         j.lse_results.resize(static_cast<size_t>(runs));
         for (int k = 0; k < runs; ++k) {
@@ -485,7 +491,6 @@ private:
         pending_[s].push_back(std::move(job));
     }
 
-    int id_;
     aclrtStream shared_;
     double seconds_;
     Rng rng_{};
