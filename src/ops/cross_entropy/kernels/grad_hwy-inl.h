@@ -491,11 +491,6 @@ HWY_INLINE FastRange RowFastRange(float a, float b, bool weights_finite) {
     return range;
 }
 
-// Software prefetch of the input this many bytes ahead. The hardware prefetchers alone left the smoothing variant
-// (which also streams the weight row from L2) at about 1.4x the copy's time on 4096 x 32000 fp32; 4 KiB ahead
-// brought it to about 1.25x and changed nothing measurable for the other variants.
-constexpr size_t kPrefetchBytes = 4096;
-
 // bf16 without widening or narrowing shuffles: a vector of 2 * lanes bf16 values is loaded as `lanes` 32-bit
 // lanes, each holding an even-indexed element in its lower half and the next (odd) element in its upper half
 // (little-endian). A shift and a mask give the even and the odd elements as exact floats, each computed exactly
@@ -514,7 +509,6 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
     const VF hi = hn::Set(df, range.hi);
     const auto upper = hn::Set(du, 0xffff0000u);
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
-        hwy::Prefetch(reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(in + j) + kPrefetchBytes));
         const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(in + j));
         const VF xe = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
         const VF xo = hn::BitCast(df, hn::And(pairs, upper));
@@ -582,8 +576,6 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
 #endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
-        // A hint, which never faults; the address may lie past the row's end, so it is formed as an integer.
-        hwy::Prefetch(reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(in + j) + kPrefetchBytes));
         const VF x0 = Storage<kType>::Load(df, in + j);
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
         // NaN fails both comparisons, so a NaN lane sends its vectors down the general path.
