@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/float_convert.h"
+#include "ops/common/element_access.h"
 #include "kernels/grad_hwy_shared.h"
 
 namespace openaclnn::cross_entropy {
@@ -45,49 +46,23 @@ uint64_t SetStreamingThreshold(uint64_t bytes) { return g_streaming_threshold_by
 
 void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight) {
     // The reference kernel's expression, operation for operation (this file is built with -ffp-contract=off).
-    double xd;
-    if (dtype == ACL_FLOAT) {
-        xd = *static_cast<const float *>(x);
-    } else if (dtype == ACL_FLOAT16) {
-        xd = HalfToFloat(*static_cast<const uint16_t *>(x));
-    } else {
-        xd = Bf16ToFloat(*static_cast<const uint16_t *>(x));
-    }
-    double value = std::exp(xd) * row.a - row.b * weight;
+    double value = std::exp(LoadFloatAt(static_cast<const char *>(x), dtype)) * row.a - row.b * weight;
     value -= row.g;
-    if (dtype == ACL_FLOAT) {
-        *static_cast<float *>(out) = static_cast<float>(value);
-    } else if (dtype == ACL_FLOAT16) {
-        *static_cast<uint16_t *>(out) = DoubleToHalf(value);
-    } else {
-        *static_cast<uint16_t *>(out) = DoubleToBf16(value);
-    }
+    StoreFloatAt(static_cast<char *>(out), dtype, value);
 }
 
 void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight) {
-    const double value = std::exp(static_cast<double>(x)) * a - b * weight;
-    if (dtype == ACL_FLOAT) {
-        *static_cast<float *>(out) = static_cast<float>(value);
-    } else if (dtype == ACL_FLOAT16) {
-        *static_cast<uint16_t *>(out) = DoubleToHalf(value);
-    } else {
-        *static_cast<uint16_t *>(out) = DoubleToBf16(value);
-    }
+    StoreFloatAt(static_cast<char *>(out), dtype, std::exp(static_cast<double>(x)) * a - b * weight);
 }
 
 void StoreExactRow(aclDataType dtype, const void *in, void *out, size_t count, const GradRowCoefficients &row,
                    const float *w) {
+    const size_t size = dtype == ACL_FLOAT ? 4 : 2;
     for (size_t j = 0; j < count; ++j) {
-        float x;
-        if (dtype == ACL_FLOAT) {
-            x = static_cast<const float *>(in)[j];
-        } else if (dtype == ACL_FLOAT16) {
-            x = HalfToFloat(static_cast<const uint16_t *>(in)[j]);
-        } else {
-            x = Bf16ToFloat(static_cast<const uint16_t *>(in)[j]);
-        }
-        void *element = static_cast<char *>(out) + j * (dtype == ACL_FLOAT ? 4 : 2);
-        StoreExactElement(dtype, x, element, row.a, row.b, w != nullptr ? static_cast<double>(w[j]) : 1.0);
+        // The widening is exact, so x as float is the element itself.
+        const float x = static_cast<float>(LoadFloatAt(static_cast<const char *>(in) + j * size, dtype));
+        StoreExactElement(dtype, x, static_cast<char *>(out) + j * size, row.a, row.b,
+                          w != nullptr ? static_cast<double>(w[j]) : 1.0);
     }
 }
 
