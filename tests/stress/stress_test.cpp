@@ -59,6 +59,16 @@ struct DeviceBlock {
     }
 };
 
+// A class index as INT64 or INT32 at element `index`.
+void StoreIndex(std::vector<uint8_t> &bytes, aclDataType dtype, int64_t index, int64_t t) {
+    if (dtype == ACL_INT64) {
+        std::memcpy(&bytes[static_cast<size_t>(index) * 8], &t, 8);
+    } else {
+        const int32_t t32 = static_cast<int32_t>(t);
+        std::memcpy(&bytes[static_cast<size_t>(index) * 4], &t32, 4);
+    }
+}
+
 void StoreFloat(std::vector<uint8_t> &bytes, aclDataType dtype, int64_t index, double v) {
     if (dtype == ACL_FLOAT) {
         const float f = static_cast<float>(v);
@@ -278,12 +288,7 @@ private:
             int64_t t = rng_.Below(j.c);
             if (rng_.Below(6) == 0) t = j.ignore_index;
             if (j.bad_target && i == j.n / 2) t = j.c + rng_.Below(3);
-            if (ts == 8) {
-                std::memcpy(&j.target[static_cast<size_t>(i) * 8], &t, 8);
-            } else {
-                const int32_t t32 = static_cast<int32_t>(t);
-                std::memcpy(&j.target[static_cast<size_t>(i) * 4], &t32, 4);
-            }
+            StoreIndex(j.target, j.target_dtype, i, t);
         }
         if (j.has_weight) {
             j.weight.resize(static_cast<size_t>(j.c) * 4);
@@ -399,12 +404,7 @@ private:
         j.target.resize(static_cast<size_t>(j.n) * ts);
         for (int64_t i = 0; i < j.n; ++i) {
             const int64_t t = rng_.Below(6) == 0 ? j.ignore_index : rng_.Below(j.c);
-            if (ts == 8) {
-                std::memcpy(&j.target[static_cast<size_t>(i) * 8], &t, 8);
-            } else {
-                const int32_t t32 = static_cast<int32_t>(t);
-                std::memcpy(&j.target[static_cast<size_t>(i) * 4], &t32, 4);
-            }
+            StoreIndex(j.target, j.target_dtype, i, t);
         }
         if (j.has_weight) {
             j.weight.resize(static_cast<size_t>(j.c) * 4);
