@@ -11,7 +11,8 @@
 //    identical across targets (NaN payloads aside) and, since no element depends on its neighbours, across any
 //    tiling or thread count.
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
-//    a multiply-add), a polynomial for exp(r) in Horner steps (fused for fp16/bf16, see MulAddT), and the scale 2^k
+//    a multiply-add), a polynomial for exp(r) (fp32: Estrin's scheme, unfused; fp16/bf16: fused Horner steps, see
+//    MulAddT), and the scale 2^k
 //    applied in two exact halves after the multiplication by a, so that p * a is right even where exp(x) alone
 //    would underflow (x down to -172) or overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree,
 //    kRowExpDegree):
@@ -112,20 +113,23 @@ HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
 }
 
 // Minimax coefficients for exp(r) = 1 + r + r^2 (c2 + c3 r + ...) on [-ln2/2, ln2/2], relative error, c0 = c1 = 1
-// exact, evaluated by Horner steps, fused for the 16-bit degrees (bench/exp_poly_error.py measures their errors on
-// that range).
+// exact (bench/exp_poly_error.py measures their errors on that range). The 16-bit degrees are evaluated by fused
+// Horner steps. Degree 6 (fp32), unfused, by Estrin's scheme: 1 + r + r^2 (c2 + c3 r) + r^4 (c4 + c5 r + c6 r^2),
+// whose dependency chain is half Horner's; on a core that runs out of reordering room before it runs out of
+// arithmetic units (AMD Zen 1: 4096 x 32000 plain in cache, 10.9 -> 9.3 ns per 8 elements) that is worth the one
+// extra multiplication. Its measured error is the same (1 ulp at most; Fp32ExpUlp).
 template <int kDegree>
 HWY_INLINE VF ExpPoly(DF df, VF r);
 
 template <>
 HWY_INLINE VF ExpPoly<6>(DF df, VF r) {
-    VF s = hn::Set(df, 0x1.6a23ccp-10f);
-    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.123a2p-7f));
-    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.5558f2p-5f));
-    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.555492p-3f));
-    s = MulAddT<false>(df, s, r, hn::Set(df, 0x1.fffffcp-2f));
-    s = MulAddT<false>(df, s, r, hn::Set(df, 1.0f));
-    return MulAddT<false>(df, s, r, hn::Set(df, 1.0f));
+    const VF r2 = hn::Mul(r, r);
+    const VF c23 = hn::Add(hn::Mul(hn::Set(df, 0x1.555492p-3f), r), hn::Set(df, 0x1.fffffcp-2f));
+    const VF c45 = hn::Add(hn::Mul(hn::Set(df, 0x1.123a2p-7f), r), hn::Set(df, 0x1.5558f2p-5f));
+    const VF c46 = hn::Add(hn::Mul(hn::Set(df, 0x1.6a23ccp-10f), r2), c45);
+    const VF r4 = hn::Mul(r2, r2);
+    const VF s = hn::Add(hn::Mul(c46, r4), hn::Mul(c23, r2));
+    return hn::Add(hn::Add(s, r), hn::Set(df, 1.0f));
 }
 
 template <>
@@ -147,20 +151,29 @@ HWY_INLINE VF ExpPoly<4>(DF df, VF r) {
     return Fma(df, s, r, hn::Set(df, 1.0f));
 }
 
+constexpr float kExpMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
+
+// t = x / ln2 + 1.5 * 2^23 (fused for the 16-bit degrees, see MulAddT). For |x| < 2^21 its bits are those of
+// 1.5 * 2^23 (0x4b400000) plus k = round(x / ln2): the exp's scale is 2^k.
+template <int kDegree>
+HWY_INLINE VF ExpShifted(DF df, VF x) {
+    return MulAddT<(kDegree < 6)>(df, x, hn::Set(df, 1.44269504088896341f), hn::Set(df, kExpMagic));
+}
+
 // exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
 // General path (kFast false): x is clamped to [-172, 176] (beyond that exp(x) * a is 0 or infinite for any a in
 // [2^-76, 2^76]), NaN x gives NaN, and 2^k is applied as two exact multiplications, right also where the result is
-// subnormal or overflows. Fast path (kFast true), for vectors whose every x lies in the row's FastRange: the
-// result is known to be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly
-// the bits of the general path; no clamp and no NaN check are needed. Which path a vector takes therefore never
-// changes a value.
+// subnormal or overflows; t_fast is not used. Fast path (kFast true), for vectors whose every t_fast =
+// ExpShifted(x) lies in the row's FastWindow: the result is known to be a normal float, so 2^k is applied by adding
+// k to the exponent field, which gives exactly the bits of the general path; no clamp and no NaN check are needed.
+// Which path a vector takes therefore never changes a value.
 template <int kDegree, bool kFast>
-HWY_INLINE VF ScaledExp(DF df, VF x, VF a) {
+HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, VF a) {
     const DI di;
-    const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
+    const VF magic = hn::Set(df, kExpMagic);
     const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
     constexpr bool kFused = kDegree < 6;  // the 16-bit degrees (see MulAddT)
-    const VF t = MulAddT<kFused>(df, xc, hn::Set(df, 1.44269504088896341f), magic);
+    const VF t = kFast ? t_fast : ExpShifted<kDegree>(df, xc);
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
     VF r;
     if constexpr (kDegree <= 4) {
@@ -323,8 +336,8 @@ template <aclDataType kType, BiasKind kBias>
 constexpr int kRowExpDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
 
 template <aclDataType kType, BiasKind kBias, bool kFast>
-HWY_INLINE VF RowValue(DF df, VF x, VF a, VF b, const float *w) {
-    const VF m = ScaledExp<kRowExpDegree<kType, kBias>, kFast>(df, x, a);
+HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
+    const VF m = ScaledExp<kRowExpDegree<kType, kBias>, kFast>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
@@ -383,11 +396,12 @@ HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, co
 }
 
 // Computes and stores one vector (count = lanes, or fewer into a buffer by the caller).
-// kFast: x is in the row's fast range, and a, b and the weights are finite, so no lane is NaN.
+// kFast: t = ExpShifted(x) is in the row's fast window, and a, b and the weights are finite, so no lane is NaN
+// (t is not used otherwise).
 template <aclDataType kType, BiasKind kBias, bool kStream, bool kFast>
-HWY_INLINE void StoreVector(DF df, VF x, VF a, VF b, const float *w, const GradRowCoefficients &row,
+HWY_INLINE void StoreVector(DF df, VF x, VF t, VF a, VF b, const float *w, const GradRowCoefficients &row,
                             typename Storage<kType>::T *out) {
-    const VF value = RowValue<kType, kBias, kFast>(df, x, a, b, w);
+    const VF value = RowValue<kType, kBias, kFast>(df, x, t, a, b, w);
     if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
         const auto cancelled = Cancelled<kType, kBias>(df, value, b, w);
         if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
@@ -405,11 +419,11 @@ HWY_INLINE void StoreVector(DF df, VF x, VF a, VF b, const float *w, const GradR
 // Two vectors at once (the row loop's body): one test of both vectors' cancellation masks, so that the common case
 // (nothing cancelled) costs one branch per pair. The values are StoreVector's, bit for bit.
 template <aclDataType kType, BiasKind kBias, bool kStream, bool kFast>
-HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF a, VF b, const float *w0, const float *w1,
+HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF t0, VF t1, VF a, VF b, const float *w0, const float *w1,
                           const GradRowCoefficients &row, typename Storage<kType>::T *out0,
                           typename Storage<kType>::T *out1) {
-    const VF value0 = RowValue<kType, kBias, kFast>(df, x0, a, b, w0);
-    const VF value1 = RowValue<kType, kBias, kFast>(df, x1, a, b, w1);
+    const VF value0 = RowValue<kType, kBias, kFast>(df, x0, t0, a, b, w0);
+    const VF value1 = RowValue<kType, kBias, kFast>(df, x1, t1, a, b, w1);
     if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
         const auto cancelled0 = Cancelled<kType, kBias>(df, value0, b, w0);
         const auto cancelled1 = Cancelled<kType, kBias>(df, value1, b, w1);
@@ -469,26 +483,46 @@ HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typena
     alignas(HWY_MAX_BYTES) float w_buf[kMax] = {};
     CopyInPartial(DT(), in, in_buf, count);
     if constexpr (kBias == kWeightBias) CopyInPartial(df, w, w_buf, count);
-    StoreVector<kType, kBias, false, false>(df, Storage<kType>::Load(df, in_buf), a, b, w_buf, row, out_buf);
+    const VF x = Storage<kType>::Load(df, in_buf);
+    StoreVector<kType, kBias, false, false>(df, x, x, a, b, w_buf, row, out_buf);
     CopyOutPartial(DT(), out_buf, out, count);
 }
 
-// The inputs x for which the fast path of ScaledExp is exact for this row: exp(x) * a is then a normal float.
-// With e = ilogb(a): exp(r) a lies in [2^(e-1), 2^(e+1)), and k = round(x / ln2), so x in
-// [(-123 - e) ln2, (124 - e) ln2] keeps the result's exponent within [-124, 125]. Empty (lo > hi) when a is zero,
-// subnormal, infinite or NaN, or when b or a weight is not finite: such rows take the general path throughout.
-struct FastRange {
-    float lo = 1.0f;
-    float hi = -1.0f;
+// The vectors for which the fast path of ScaledExp is exact for this row: those whose every k = round(x / ln2)
+// keeps exp(x) * a a normal float. With e = ilogb(a), exp(r) a lies in [2^(e-1/2), 2^(e+3/2)), so p * a has the
+// exponent e - 1, e or e + 1, and k in [-124 - e, 125 - e] keeps the result's exponent within [-125, 126]. The test
+// is one window of 128 consecutive k, so that it costs integer operations only (InFastWindow): the window's bits
+// `base` are those of t = ExpShifted(x) for its lowest k, and t is in the window when bits(t) - base, as an unsigned
+// integer, is below 128. The window's top is k = 8 (x up to about 5.5: log-probabilities are <= 0) or lower where
+// the range above ends lower; for ordinary coefficients it covers x from about -77 to 5.5. t outside
+// [2^23, 2^24), infinite or NaN, never has bits within 2^22 of base, so such lanes always take the general path.
+// Rows whose a is zero, subnormal, infinite or NaN, or whose b or a weight is not finite, get base = 0x80000000,
+// which no t can reach (t is never -0 or a negative subnormal: the sum of 1.5 * 2^23 and a multiple of 2^-46 is 0 or
+// at least 2^-46 in magnitude, and only +0 when 0), so such rows take the general path throughout.
+constexpr int kFastWindowBits = 7;
+
+struct FastWindow {
+    uint32_t base = 0x80000000u;
 };
 
-HWY_INLINE FastRange RowFastRange(float a, float b, bool weights_finite) {
-    FastRange range;
-    if (!std::isnormal(a) || !std::isfinite(b) || !weights_finite) return range;
+HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite) {
+    FastWindow window;
+    if (!std::isnormal(a) || !std::isfinite(b) || !weights_finite) return window;
     const int e = std::ilogb(a);
-    range.lo = HWY_MAX(-172.0f, static_cast<float>(-123 - e) * 0.69314718f);
-    range.hi = HWY_MIN(176.0f, static_cast<float>(124 - e) * 0.69314718f);
-    return range;
+    const int top = HWY_MIN(125 - e, 8);
+    const int bottom = HWY_MAX(-124 - e, top - ((1 << kFastWindowBits) - 1));
+    if (bottom > top) return window;
+    window.base = static_cast<uint32_t>(0x4b400000 + bottom);
+    return window;
+}
+
+// Whether every lane of t0 and t1 is in the window (see FastWindow): a subtraction per vector, then one or, one
+// shift and one comparison for the pair.
+HWY_INLINE bool InFastWindow(DF df, VF t0, VF t1, hn::Vec<DU> base) {
+    const DU du;
+    (void)df;
+    const auto d = hn::Or(hn::Sub(hn::BitCast(du, t0), base), hn::Sub(hn::BitCast(du, t1), base));
+    return hn::AllTrue(du, hn::Eq(hn::ShiftRight<kFastWindowBits>(d), hn::Zero(du)));
 }
 
 // bf16 without widening or narrowing shuffles: a vector of 2 * lanes bf16 values is loaded as `lanes` 32-bit
@@ -502,25 +536,26 @@ HWY_INLINE FastRange RowFastRange(float a, float b, bool weights_finite) {
 // pair has been written yet. Returns the first column not done.
 template <BiasKind kBias>
 HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, size_t j, size_t count, VF a, VF b,
-                                   const float *w, const GradRowCoefficients &row, FastRange range) {
+                                   const float *w, const GradRowCoefficients &row, FastWindow window) {
     const DU du;
     const size_t lanes = hn::Lanes(df);
-    const VF lo = hn::Set(df, range.lo);
-    const VF hi = hn::Set(df, range.hi);
+    const auto base = hn::Set(du, window.base);
+    constexpr int kDegree = kRowExpDegree<ACL_BF16, kBias>;
     const auto upper = hn::Set(du, 0xffff0000u);
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(in + j));
         const VF xe = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
         const VF xo = hn::BitCast(df, hn::And(pairs, upper));
-        const auto in_range = hn::And(hn::And(hn::Le(lo, xe), hn::Le(xe, hi)), hn::And(hn::Le(lo, xo), hn::Le(xo, hi)));
-        const bool fast = hn::AllTrue(df, in_range);
+        const VF te = ExpShifted<kDegree>(df, xe);
+        const VF to = ExpShifted<kDegree>(df, xo);
+        const bool fast = InFastWindow(df, te, to, base);
         VF ve, vo;
         if (HWY_LIKELY(fast)) {
-            ve = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, true>(df, xe, a);
-            vo = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, true>(df, xo, a);
+            ve = ScaledExp<kDegree, true>(df, xe, te, a);
+            vo = ScaledExp<kDegree, true>(df, xo, to, a);
         } else {
-            ve = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, false>(df, xe, a);
-            vo = ScaledExp<kRowExpDegree<ACL_BF16, kBias>, false>(df, xo, a);
+            ve = ScaledExp<kDegree, false>(df, xe, xe, a);
+            vo = ScaledExp<kDegree, false>(df, xo, xo, a);
         }
         if constexpr (kBias != kNoBias) {
             // The bias and the cancellation test exactly as SubBias and Cancelled compute them.
@@ -540,11 +575,11 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
             const auto cancelled = hn::Or(hn::Lt(hn::Abs(ve), limit_e), hn::Lt(hn::Abs(vo), limit_o));
             if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
                 const float *wj = kBias == kWeightBias ? w + j : w;
-                StoreVector<ACL_BF16, kBias, false, false>(df, Storage<ACL_BF16>::Load(df, in + j), a, b, wj, row,
-                                                           out + j);
-                StoreVector<ACL_BF16, kBias, false, false>(df, Storage<ACL_BF16>::Load(df, in + j + lanes), a, b,
-                                                           kBias == kWeightBias ? wj + lanes : w, row,
-                                                           out + j + lanes);
+                const VF x0 = Storage<ACL_BF16>::Load(df, in + j);
+                const VF x1 = Storage<ACL_BF16>::Load(df, in + j + lanes);
+                StoreVector<ACL_BF16, kBias, false, false>(df, x0, x0, a, b, wj, row, out + j);
+                StoreVector<ACL_BF16, kBias, false, false>(df, x1, x1, a, b, kBias == kWeightBias ? wj + lanes : w,
+                                                           row, out + j + lanes);
                 continue;
             }
         }
@@ -565,31 +600,34 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
 // writing the output vector at the same place, so out == in works.
 template <aclDataType kType, BiasKind kBias, bool kStream>
 HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
-                        size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, FastRange range,
+                        size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, FastWindow window,
                         size_t *done) {
     const size_t lanes = hn::Lanes(df);
-    const VF lo = hn::Set(df, range.lo);
-    const VF hi = hn::Set(df, range.hi);
+    const auto base = hn::Set(DU(), window.base);
+    constexpr int kDegree = kRowExpDegree<kType, kBias>;
     const float *wj = w;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if constexpr (kType == ACL_BF16 && !kStream) j = RowLoopBf16Pairs<kBias>(df, in, out, j, count, a, b, w, row, range);
+    if constexpr (kType == ACL_BF16 && !kStream) j = RowLoopBf16Pairs<kBias>(df, in, out, j, count, a, b, w, row, window);
 #endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
         const VF x0 = Storage<kType>::Load(df, in + j);
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
-        // NaN fails both comparisons, so a NaN lane sends its vectors down the general path.
-        const auto in_range = hn::And(hn::And(hn::Le(lo, x0), hn::Le(x0, hi)), hn::And(hn::Le(lo, x1), hn::Le(x1, hi)));
+        // A NaN lane's t is NaN, outside the window, so it sends its vectors down the general path.
+        const VF t0 = ExpShifted<kDegree>(df, x0);
+        const VF t1 = ExpShifted<kDegree>(df, x1);
         const float *wj1 = kBias == kWeightBias ? wj + lanes : w;
-        if (HWY_LIKELY(hn::AllTrue(df, in_range))) {
-            StorePair<kType, kBias, kStream, true>(df, x0, x1, a, b, wj, wj1, row, out + j, out + j + lanes);
+        if (HWY_LIKELY(InFastWindow(df, t0, t1, base))) {
+            StorePair<kType, kBias, kStream, true>(df, x0, x1, t0, t1, a, b, wj, wj1, row, out + j, out + j + lanes);
         } else {
-            StorePair<kType, kBias, kStream, false>(df, x0, x1, a, b, wj, wj1, row, out + j, out + j + lanes);
+            StorePair<kType, kBias, kStream, false>(df, x0, x1, x0, x1, a, b, wj, wj1, row, out + j,
+                                                    out + j + lanes);
         }
     }
     for (; j + lanes <= count; j += lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
-        StoreVector<kType, kBias, kStream, false>(df, Storage<kType>::Load(df, in + j), a, b, wj, row, out + j);
+        const VF x = Storage<kType>::Load(df, in + j);
+        StoreVector<kType, kBias, kStream, false>(df, x, x, a, b, wj, row, out + j);
     }
     *done = j;
 }
@@ -606,7 +644,7 @@ HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storag
     const size_t lanes = hn::Lanes(df);
     const VF a = hn::Set(df, static_cast<float>(row.a));
     const VF b = hn::Set(df, static_cast<float>(row.b));
-    const FastRange range = RowFastRange(static_cast<float>(row.a), static_cast<float>(row.b), weights_finite);
+    const FastWindow window = RowFastWindow(static_cast<float>(row.a), static_cast<float>(row.b), weights_finite);
     size_t j = 0;
     if (stream) {
         // Peel up to lanes - 1 elements so that the streaming stores are vector-aligned.
@@ -620,9 +658,9 @@ HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storag
         }
     }
     if (stream) {
-        RowLoop<kType, kBias, true>(df, in, out, j, count, a, b, w, row, range, &j);
+        RowLoop<kType, kBias, true>(df, in, out, j, count, a, b, w, row, window, &j);
     } else {
-        RowLoop<kType, kBias, false>(df, in, out, j, count, a, b, w, row, range, &j);
+        RowLoop<kType, kBias, false>(df, in, out, j, count, a, b, w, row, window, &j);
     }
     if (j < count) RowPartial<kType, kBias>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
 }
