@@ -80,9 +80,6 @@ constexpr bool kCanStream = false;
 
 // ---- exp(x) * a ------------------------------------------------------------------------------------------------
 
-template <int kDegree>
-HWY_INLINE VF ExpPoly(DF df, VF r);
-
 // a * b + c with one rounding (fused multiply-add) on every target: the instruction where the target has it
 // (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA), else std::fmaf per lane, which is correctly rounded by
 // definition. Every target therefore computes the same values; the per-lane fallback makes SSE4 and EMU128/SCALAR
@@ -113,42 +110,38 @@ HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
 }
 
 // Minimax coefficients for exp(r) = 1 + r + r^2 (c2 + c3 r + ...) on [-ln2/2, ln2/2], relative error, c0 = c1 = 1
-// exact (bench/exp_poly_error.py measures their errors on that range). The 16-bit degrees are evaluated by fused
-// Horner steps. Degree 6 (fp32), unfused, by Estrin's scheme: 1 + r + r^2 (c2 + c3 r) + r^4 (c4 + c5 r + c6 r^2),
-// whose dependency chain is half Horner's; on a core that runs out of reordering room before it runs out of
-// arithmetic units (AMD Zen 1: 4096 x 32000 plain in cache, 10.9 -> 9.3 ns per 8 elements) that is worth the one
-// extra multiplication. Its measured error is the same (1 ulp at most; Fp32ExpUlp).
+// exact (bench/exp_poly_error.py measures their errors on that range). ExpPolyMinusOne returns p(r) - 1 =
+// r + r^2 S(r), S = c2 + c3 r + ..., and the caller forms exp(r) a = (p - 1) a + a in one multiply-add: one rounding
+// fewer than rounding p first, and one operation fewer where fused. S is evaluated by Estrin's scheme (pairs of
+// terms combined by r^2), whose dependency chain is about half Horner's for the same number of operations or one
+// more: cores that run out of reordering room before they run out of arithmetic units gain (AMD Zen 1, in cache:
+// 4096 x 32000 plain fp32 10.9 -> 9.3 ns per 8 elements). Fused for the 16-bit degrees (MulAddT).
 template <int kDegree>
-HWY_INLINE VF ExpPoly(DF df, VF r);
+HWY_INLINE VF ExpPolyMinusOne(DF df, VF r);
 
 template <>
-HWY_INLINE VF ExpPoly<6>(DF df, VF r) {
+HWY_INLINE VF ExpPolyMinusOne<6>(DF df, VF r) {
     const VF r2 = hn::Mul(r, r);
-    const VF c23 = hn::Add(hn::Mul(hn::Set(df, 0x1.555492p-3f), r), hn::Set(df, 0x1.fffffcp-2f));
-    const VF c45 = hn::Add(hn::Mul(hn::Set(df, 0x1.123a2p-7f), r), hn::Set(df, 0x1.5558f2p-5f));
-    const VF c46 = hn::Add(hn::Mul(hn::Set(df, 0x1.6a23ccp-10f), r2), c45);
+    const VF c23 = MulAddT<false>(df, hn::Set(df, 0x1.555492p-3f), r, hn::Set(df, 0x1.fffffcp-2f));
+    const VF c45 = MulAddT<false>(df, hn::Set(df, 0x1.123a2p-7f), r, hn::Set(df, 0x1.5558f2p-5f));
+    const VF c46 = MulAddT<false>(df, hn::Set(df, 0x1.6a23ccp-10f), r2, c45);
     const VF r4 = hn::Mul(r2, r2);
-    const VF s = hn::Add(hn::Mul(c46, r4), hn::Mul(c23, r2));
-    return hn::Add(hn::Add(s, r), hn::Set(df, 1.0f));
+    return hn::Add(MulAddT<false>(df, c46, r4, hn::Mul(c23, r2)), r);
 }
 
 template <>
-HWY_INLINE VF ExpPoly<5>(DF df, VF r) {
-    VF s = hn::Set(df, 0x1.106256p-7f);
-    s = Fma(df, s, r, hn::Set(df, 0x1.572a68p-5f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.5557bp-3f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.fffdfcp-2f));
-    s = Fma(df, s, r, hn::Set(df, 1.0f));
-    return Fma(df, s, r, hn::Set(df, 1.0f));
+HWY_INLINE VF ExpPolyMinusOne<5>(DF df, VF r) {
+    const VF r2 = hn::Mul(r, r);
+    const VF c23 = Fma(df, hn::Set(df, 0x1.5557bp-3f), r, hn::Set(df, 0x1.fffdfcp-2f));
+    const VF c45 = Fma(df, hn::Set(df, 0x1.106256p-7f), r, hn::Set(df, 0x1.572a68p-5f));
+    return Fma(df, Fma(df, c45, r2, c23), r2, r);
 }
 
 template <>
-HWY_INLINE VF ExpPoly<4>(DF df, VF r) {
-    VF s = hn::Set(df, 0x1.5224e4p-5f);
-    s = Fma(df, s, r, hn::Set(df, 0x1.571d2p-3f));
-    s = Fma(df, s, r, hn::Set(df, 0x1.0006b8p-1f));
-    s = Fma(df, s, r, hn::Set(df, 1.0f));
-    return Fma(df, s, r, hn::Set(df, 1.0f));
+HWY_INLINE VF ExpPolyMinusOne<4>(DF df, VF r) {
+    const VF r2 = hn::Mul(r, r);
+    const VF c23 = Fma(df, hn::Set(df, 0x1.571d2p-3f), r, hn::Set(df, 0x1.0006b8p-1f));
+    return Fma(df, Fma(df, hn::Set(df, 0x1.5224e4p-5f), r2, c23), r2, r);
 }
 
 constexpr float kExpMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
@@ -188,7 +181,7 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, VF a) {
         r = MulAddT<kFused>(df, kf, hn::Set(df, -0.693145751953125f), xc);
         r = MulAddT<kFused>(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     }
-    VF m = hn::Mul(ExpPoly<kDegree>(df, r), a);
+    VF m = MulAddT<kFused>(df, ExpPolyMinusOne<kDegree>(df, r), a, a);
     // Fast path: t's bits are those of magic plus k, and magic's bits (0x4b400000) shifted left by 23 are 0 modulo
     // 2^32, so ShiftLeft<23>(bits(t)) is k << 23 without first subtracting magic's bits.
     if constexpr (kFast) return hn::BitCast(df, hn::Add(hn::BitCast(di, m), hn::ShiftLeft<23>(hn::BitCast(di, t))));
