@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Maximum relative error of the gradient kernel's exp polynomials (src/ops/cross_entropy/kernels/grad_hwy-inl.h,
-ExpPoly<6/5/4>) on the reduced range [-ln2/2, ln2/2], evaluated exactly (float64, which holds every fp32 coefficient
-and is far more precise than the errors measured). These are the polynomial errors that the file's header states;
-the rounding of the fused Horner steps in fp32 comes on top (tests/kernels measures the whole exp).
+ExpPolyMinusOne<6/5/4>) on the reduced range [-ln2/2, ln2/2], evaluated exactly (float64, which holds every fp32
+coefficient and is far more precise than the errors measured). These are the polynomial errors that the file's header
+states; the rounding of the Estrin steps in fp32 comes on top (tests/kernels measures the whole exp).
 usage: /usr/bin/python3 bench/exp_poly_error.py"""
 import math
 

@@ -11,11 +11,10 @@
 //    identical across targets (NaN payloads aside) and, since no element depends on its neighbours, across any
 //    tiling or thread count.
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
-//    a multiply-add), a polynomial for exp(r) (fp32: Estrin's scheme, unfused; fp16/bf16: fused Horner steps, see
-//    MulAddT), and the scale 2^k
-//    applied in two exact halves after the multiplication by a, so that p * a is right even where exp(x) alone
-//    would underflow (x down to -172) or overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree,
-//    kRowExpDegree):
+//    a multiply-add), a polynomial p(r) for exp(r) by Estrin's scheme (unfused for fp32, fused for fp16/bf16, see
+//    MulAddT) with p a = (p - 1) a + a in one multiply-add, and the scale 2^k applied in two exact halves after the
+//    multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down to -172) or
+//    overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree, kRowExpDegree):
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction
@@ -23,9 +22,11 @@
 //    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-12 (fp16) of an output
 //    ulp at worst, a result can only be misrounded when the exact value lies that close to a rounding midpoint
 //    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
-//    The 16-bit kernels are bound by their operation count, not by memory: fusing the Horner steps, the reduction
-//    and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000 from
-//    about 2.0x and 1.65x the copy's time to about 1.3x. The fp32 kernel, bound by memory, does not fuse.
+//    The 16-bit kernels are bound by their operation count, not by memory: fusing the polynomial's steps, the
+//    reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000
+//    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, Zen 5). The fp32 kernel, bound by memory
+//    there, does not fuse. (On an AVX2 Zen 1, whose 256-bit operations are split in two, every kernel is bound by
+//    its arithmetic: about 1.75x fp32 and 3.2x fp16/bf16.)
 //  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
@@ -620,7 +621,9 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     constexpr int kDegree = kRowExpDegree<kType, kBias>;
     const float *wj = w;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if constexpr (kType == ACL_BF16 && !kStream) j = RowLoopBf16Pairs<kBias>(df, in, out, j, count, a, b, w, row, window);
+    if constexpr (kType == ACL_BF16 && !kStream) {
+        j = RowLoopBf16Pairs<kBias>(df, in, out, j, count, a, b, w, row, window);
+    }
 #endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;

@@ -101,8 +101,8 @@ constexpr bool kCanStream = false;
 
 // ---- exp(y) for y <= 0 -------------------------------------------------------------------------------------------
 
-// exp(r) on [-ln2/2, ln2/2]: the gradient's degree-5 minimax polynomial (grad_hwy-inl.h, ExpPoly<5>, relative error
-// 2^-23.2), in its order 1 + (r + r^2 q(r)) with q's halves in parallel; unfused Mul and Add.
+// exp(r) on [-ln2/2, ln2/2]: the gradient's degree-5 minimax polynomial (grad_hwy-inl.h, ExpPolyMinusOne<5>,
+// relative error 2^-23.2), in the order 1 + (r + r^2 q(r)) with q's halves in parallel; unfused Mul and Add.
 HWY_INLINE VF ExpPoly5(DF df, VF r) {
     const VF r2 = hn::Mul(r, r);
     const VF q0 = hn::Add(hn::Mul(hn::Set(df, 0x1.5557bp-3f), r), hn::Set(df, 0x1.fffdfcp-2f));
