@@ -516,6 +516,64 @@ TEST_P(GradKernelTest, ExtremeCoefficientsAreExact) {
     }
 }
 
+// Which path of the exp a vector takes (the fast one, which adds k to the exponent field when every lane's k lies
+// in the row's window, or the general one) never changes a value. Rows of inputs swept densely across and beyond
+// every window, for coefficients a from near fp32's smallest normal to near its largest, with and without a bias
+// term: the whole row (its vectors mostly take the fast path, those at the windows' edges and beyond the general
+// one) must give the bits of the same row computed one column at a time (a one-column tile always takes the
+// general path).
+TEST_P(GradKernelTest, FastAndGeneralPathsAgree) {
+    const GradKernelInfo &kernel = *GetParam();
+    std::mt19937 rng(2718);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const int exponents[] = {-124, -100, -70, -40, -20, -12, -3, 0, 5, 20, 50, 90, 125};
+    for (aclDataType dtype : kDtypes) {
+        const int64_t c = dtype == ACL_FLOAT ? 20011 : 4099;
+        Problem p;
+        p.dtype = dtype;
+        p.n = 2 * static_cast<int64_t>(std::size(exponents));
+        p.c = p.in_stride = p.out_stride = c;
+        const size_t es = ElementSize(dtype);
+        p.in.assign(p.n * c * es + 8, 0);
+        p.out.assign(p.n * c * es + 8, 0);
+        p.weight.resize(c);
+        for (auto &w : p.weight) w = static_cast<float>(0.25 + 2.0 * unit(rng));
+        for (int64_t i = 0; i < p.n; ++i) {
+            const int e = exponents[i / 2];
+            const double a = std::ldexp(1.0 + unit(rng), e) * (i % 4 == 3 ? -1.0 : 1.0);
+            // Odd rows: a bias term whose size meets exp(x) a somewhere in the row.
+            const double b = i % 2 ? a * std::exp(-40.0 * unit(rng)) : 0.0;
+            p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
+            for (int64_t j = 0; j < c; ++j) {
+                // x from -185 to 185, ascending, with a little jitter: whole vectors inside a window, whole vectors
+                // outside, and vectors across each edge.
+                const double x = -185.0 + 370.0 * (static_cast<double>(j) + 0.5 * unit(rng)) / static_cast<double>(c);
+                StoreFromDouble(dtype, p.in.data(), i * c + j, x);
+            }
+        }
+        Poison(p.out);
+        GradKernelArgs args = p.Args();
+        kernel.run(args, GradTile{0, p.n, 0, c});
+        const std::vector<uint8_t> whole = p.out;
+        Poison(p.out);
+        for (int64_t j = 0; j < c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
+        for (int64_t i = 0; i < p.n; ++i) {
+            int64_t mismatches = 0;
+            std::string first;
+            for (int64_t j = 0; j < c; ++j) {
+                const uint32_t got = Bits(dtype, whole.data(), i * c + j);
+                const uint32_t want = Bits(dtype, p.out.data(), i * c + j);
+                if (got == want || (IsNanBits(dtype, got) && IsNanBits(dtype, want))) continue;
+                if (mismatches++ == 0) {
+                    first = "col " + std::to_string(j) + " x " + std::to_string(ToDouble(dtype, p.in.data(), i * c + j));
+                }
+            }
+            EXPECT_EQ(mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i << " a "
+                                     << p.rows[i].a << " b " << p.rows[i].b << ", first at " << first;
+        }
+    }
+}
+
 TEST_P(GradKernelTest, InPlace) {
     const GradKernelInfo &kernel = *GetParam();
     for (aclDataType dtype : kDtypes) {
