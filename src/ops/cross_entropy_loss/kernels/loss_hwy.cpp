@@ -383,19 +383,6 @@ HWY_INLINE VF TreeSum(const VF *v) {
     }
 }
 
-// TreeSum of exp(x[b] - row_max), each half's exps formed just before the half is summed: the same operations on the
-// same values (so the same bits) as forming all B exps first, with fewer values live at once (on the 16-register
-// targets, forming all eight first spilled registers to the stack).
-template <size_t B>
-HWY_INLINE VF ExpTreeSum(DF df, VF row_max, const VF *x) {
-    if constexpr (B == 1) {
-        return ExpNonPositive(df, hn::Sub(x[0], row_max));
-    } else {
-        const VF lo = ExpTreeSum<B / 2>(df, row_max, x);
-        return hn::Add(lo, ExpTreeSum<B / 2>(df, row_max, x + B / 2));
-    }
-}
-
 // The state of the logical lanes one vector covers.
 struct LaneSums {
     DoubleLanes s;   // sum of exp(x - M)
@@ -407,7 +394,9 @@ struct LaneSums {
 // (0 padded), w[b] their weights (0 padded). The operation order is a function of B and the lane only.
 template <size_t B, bool kSmooth, bool kWeighted>
 HWY_INLINE void AccumulateSlot(DF df, VF row_max, const VF *x, const VF *xs, const VF *w, LaneSums &st) {
-    AddLanes(st.s, ExpTreeSum<B>(df, row_max, x));
+    VF e[B];
+    for (size_t b = 0; b < B; ++b) e[b] = ExpNonPositive(df, hn::Sub(x[b], row_max));
+    AddLanes(st.s, TreeSum<B>(e));
     if constexpr (kSmooth) {
         VF prod[B];
         for (size_t b = 0; b < B; ++b) prod[b] = kWeighted ? hn::Mul(w[b], xs[b]) : xs[b];
