@@ -20,8 +20,12 @@ for fuzzer in "$build"/fuzz/fuzz_*; do
     "$fuzzer" -runs=0 -rss_limit_mb=4096 "$src/fuzz/corpus/$name" || { status=1; continue; }
     "$fuzzer" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -max_len=4096 -print_final_stats=1 \
         -artifact_prefix="$artifacts" "$work" "$src/fuzz/corpus/$name" \
-        2>&1 | tail -n 25 || status=1
+        > "$build/fuzz-$name.log" 2>&1 || status=1
+    tail -n 25 "$build/fuzz-$name.log"
     if ls "$artifacts" | grep -q .; then
+        # The harness's own account of a failed expectation (what was built, the library's message), which the
+        # stack trace above pushes out of the last lines; the whole log stays in BUILD/fuzz-NAME.log.
+        grep -A 30 'FUZZ VIOLATION' "$build/fuzz-$name.log" | head -n 60 || true
         echo "fuzz_$name: crash inputs in $artifacts:"; ls -l "$artifacts"; status=1
     fi
 done
