@@ -56,6 +56,17 @@ struct Random {
 
 constexpr int64_t kMaxHonestBytes = int64_t{4} << 20;
 
+// The bytes of a storage of `elements` elements of `size` bytes, or -1 where that is more than kMaxHonestBytes or
+// not a size at all (no element size, a negative count, or a product that overflows: __builtin_mul_overflow leaves
+// the wrapped product, which once passed for a tiny honest size).
+inline int64_t HonestBytes(int64_t elements, int64_t size) {
+    int64_t product = 0;
+    if (size <= 0 || elements < 0 || __builtin_mul_overflow(elements, size, &product) || product > kMaxHonestBytes) {
+        return -1;
+    }
+    return product;
+}
+
 // A view over a storage, as passed to aclCreateTensor, plus what the fuzzer knows about it.
 struct Geometry {
     std::vector<int64_t> dims;

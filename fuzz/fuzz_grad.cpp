@@ -201,14 +201,7 @@ void RunOne(FuzzedDataProvider &fdp) {
         if (!spec.present || (slot == kOut && in_place_handle)) continue;
         const int64_t size = static_cast<int64_t>(oracle::ElementSize(spec.dtype));
         int64_t elements = spec.geometry.StorageElements();
-        // -1: more than the honest memory this harness gives, or not a size at all (a storage whose byte count
-        // overflows: __builtin_mul_overflow leaves the wrapped product, which once passed for a tiny honest size).
-        int64_t bytes = -1;
-        int64_t product = 0;
-        if (size > 0 && elements >= 0 && !__builtin_mul_overflow(elements, size, &product) &&
-            product <= kMaxHonestBytes) {
-            bytes = product;
-        }
+        const int64_t bytes = HonestBytes(elements, size);
         int share = -1;
         if (slot == kOut && alias == 2) share = specs[kLogProb].buffer;
         if (slot == kOut && alias == 3) {

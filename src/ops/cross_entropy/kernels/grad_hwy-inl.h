@@ -512,9 +512,8 @@ HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite) {
 
 // Whether every lane of t0 and t1 is in the window (see FastWindow): a subtraction per vector, then one or, one
 // shift and one comparison for the pair.
-HWY_INLINE bool InFastWindow(DF df, VF t0, VF t1, hn::Vec<DU> base) {
+HWY_INLINE bool InFastWindow(VF t0, VF t1, hn::Vec<DU> base) {
     const DU du;
-    (void)df;
     const auto d = hn::Or(hn::Sub(hn::BitCast(du, t0), base), hn::Sub(hn::BitCast(du, t1), base));
     return hn::AllTrue(du, hn::Eq(hn::ShiftRight<kFastWindowBits>(d), hn::Zero(du)));
 }
@@ -562,7 +561,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
         const VF xo = hn::BitCast(df, hn::And(pairs, upper));
         const VF te = ExpShifted<kDegree>(df, xe);
         const VF to = ExpShifted<kDegree>(df, xo);
-        const bool fast = InFastWindow(df, te, to, base);
+        const bool fast = InFastWindow(te, to, base);
         VF ve, vo;
         if (HWY_LIKELY(fast)) {
             ve = ScaledExp<kDegree, true>(df, xe, te, a);
@@ -634,7 +633,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         const VF t0 = ExpShifted<kDegree>(df, x0);
         const VF t1 = ExpShifted<kDegree>(df, x1);
         const float *wj1 = kBias == kWeightBias ? wj + lanes : w;
-        if (HWY_LIKELY(InFastWindow(df, t0, t1, base))) {
+        if (HWY_LIKELY(InFastWindow(t0, t1, base))) {
             StorePair<kType, kBias, kStream, true>(df, x0, x1, t0, t1, a, b, wj, wj1, row, out + j, out + j + lanes);
         } else {
             StorePair<kType, kBias, kStream, false>(df, x0, x1, x0, x1, a, b, wj, wj1, row, out + j,

@@ -57,7 +57,7 @@ void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b
 
 void StoreExactRow(aclDataType dtype, const void *in, void *out, size_t count, const GradRowCoefficients &row,
                    const float *w) {
-    const size_t size = dtype == ACL_FLOAT ? 4 : 2;
+    const size_t size = ElementBytes(dtype);
     for (size_t j = 0; j < count; ++j) {
         // The widening is exact, so x as float is the element itself.
         const float x = static_cast<float>(LoadFloatAt(static_cast<const char *>(in) + j * size, dtype));
