@@ -49,6 +49,7 @@ std::string CaseConfig::Describe() const {
       << " view=" << ViewKindName(view);
     if (zero_weight_targets) s << " zeroWeightTargets";
     if (grad_scale != 1.0) s << " gradScale=" << grad_scale;
+    if (grad_value) s << " gradValue=" << *grad_value;
     for (size_t k = 0; k + 1 < bad_targets.size(); k += 2) {
         s << " badTarget[" << bad_targets[k] << "]=" << bad_targets[k + 1];
     }
@@ -161,6 +162,7 @@ void RunCaseInto(const CaseConfig &cfg, aclrtStream stream, std::vector<std::str
     const int64_t grad_len = cfg.reduction == 0 ? n : 1;
     p.grad_loss.resize(grad_len);
     for (double &g : p.grad_loss) g = RoundTo(dt, cfg.grad_scale * rng.Uniform(-2.0, 2.0));
+    if (cfg.grad_value) std::fill(p.grad_loss.begin(), p.grad_loss.end(), *cfg.grad_value);
     if (cfg.view == ViewKind::kBroadcastInputs && cfg.reduction == 0) {
         for (double &g : p.grad_loss) g = p.grad_loss[0];
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct CaseConfig {
     ViewKind view = ViewKind::kContiguous;
     double grad_scale = 1.0;           // gradLoss and gradZloss are drawn from [-2, 2] * grad_scale
     bool zero_weight_targets = false;  // every drawn target class gets weight 0 (mean total weight 0)
+    std::optional<double> grad_value;  // every gradLoss element takes this value (an infinity, NaN) instead of a draw
     std::vector<int64_t> bad_targets;  // (row, value) pairs flattened: targets outside [0, C) to plant
 
     Reduction reduction_enum() const;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "acl_helpers.h"
@@ -172,6 +173,24 @@ TEST_P(GradRandomTest, MeanWithZeroTotalWeight) {
         cfg.zero_weight_targets = true;
         cfg.zloss = k % 2 ? ZlossKind::kOff : ZlossKind::kWithGradZloss;
         DrawAttributes(&cfg);
+        if (!Run(cfg)) return;
+    }
+}
+
+// The same with an infinite or NaN gradLoss: the cross-entropy terms are dropped, not multiplied by 0 (which would
+// give NaN), so every element is still zero (DESIGN.md: a mean over zero total weight gives zeros).
+TEST_P(GradRandomTest, MeanWithZeroTotalWeightAndNonFiniteGradLoss) {
+    const double values[] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN()};
+    for (uint64_t k = 0; k < 12; ++k) {
+        CaseConfig cfg = RandomConfig(SeedBase() + 650000 + k, GetParam(), 2 + static_cast<int64_t>(k), 11);
+        cfg.reduction = k % 4 == 3 ? 3 : 1;  // mean, or NULL (= mean)
+        cfg.weight = true;
+        cfg.zero_weight_targets = true;
+        cfg.zloss = ZlossKind::kOff;
+        DrawAttributes(&cfg);
+        cfg.label_smoothing = k % 2 ? 0.0 : 0.25;
+        cfg.grad_value = values[k % 3];
         if (!Run(cfg)) return;
     }
 }

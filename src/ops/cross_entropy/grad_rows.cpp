@@ -92,12 +92,15 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
         ++unmasked;
     }
 
+    const bool mean = p.reduction == Reduction::kMean;
     double weight_sum = static_cast<double>(p.c);  // W = sum_j w_j
     if (weight.present && p.label_smoothing != 0.0) {
         weight_sum = SumWeights(weight, p.c);
     }
-    const bool mean = p.reduction == Reduction::kMean;
-    const double nll_scale = mean ? (weight_total != 0.0 ? 1.0 / weight_total : 0.0) : 1.0;
+    // A mean over zero total weight drops the cross-entropy terms altogether (DESIGN.md: zeros), even for an
+    // infinite or NaN gradLoss, which a factor of 0 would turn into NaN.
+    const bool ce_vanishes = mean && weight_total == 0.0;
+    const double nll_scale = mean && !ce_vanishes ? 1.0 / weight_total : 1.0;
     const double zloss_scale = mean ? (unmasked != 0 ? 1.0 / static_cast<double>(unmasked) : 0.0) : 1.0;
     const double smoothing = p.label_smoothing;
 
@@ -106,8 +109,8 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
         GradRowCoefficients &row = rows[i];
         if (row.kind != kRowCompute || row.col < 0) continue;
         const double g = LoadFloat(grad_loss, p.dtype, per_row ? i : 0);
-        const double nll = g * (1.0 - smoothing) * class_weight(row.col) * nll_scale;
-        const double smooth = g * smoothing / static_cast<double>(p.c) * nll_scale;
+        const double nll = ce_vanishes ? 0.0 : g * (1.0 - smoothing) * class_weight(row.col) * nll_scale;
+        const double smooth = ce_vanishes ? 0.0 : g * smoothing / static_cast<double>(p.c) * nll_scale;
         double lse_grad = 0.0;
         if (zloss) {
             const double gz = grad_zloss.present ? LoadFloat(grad_zloss, p.dtype, per_row ? i : 0) : 0.0;
