@@ -42,8 +42,8 @@ done
 # The summary comes last, so that a log cut to its last lines still says which fuzzer failed, why, and with what input.
 for log in "${reports[@]}"; do
     echo "== from $log:"
-    grep -m 1 -B 2 -A 30 -E 'FUZZ VIOLATION|ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error:|==[0-9]+== ?ERROR' \
-        "$log" | head -n 40 || tail -n 20 "$log"
+    grep -m 1 -A 14 -E 'FUZZ VIOLATION|ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error:|==[0-9]+== ?ERROR' \
+        "$log" || tail -n 20 "$log"
 done
 echo "== fuzz summary"
 printf '%s\n' "${summary[@]}"
