@@ -19,6 +19,7 @@
 #include <numeric>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "acl/acl.h"
@@ -99,6 +100,15 @@ struct Geometry {
         return s;
     }
 };
+
+// The [N, C] of the 2-D tensor (logProb, input) that a successful phase 1 accepted: the problem that runs. It differs
+// from the N and C the harness drew only where a broken geometry was copied to every tensor that must agree with it
+// (out takes logProb's geometry when it aliases it, so a mutated C stays consistent), which phase 1 rightly accepts
+// as a valid problem of another shape; the oracle must then judge that problem.
+inline std::pair<int64_t, int64_t> AcceptedShape(const Geometry &g) {
+    if (g.dims.size() != 2) Violation("phase 1 accepted a [N, C] tensor of rank", std::to_string(g.dims.size()));
+    return {g.dims[0], g.dims[1]};
+}
 
 inline std::string Dims(const std::vector<int64_t> &dims) {
     std::string text = "[";

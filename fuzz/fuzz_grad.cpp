@@ -435,8 +435,10 @@ void RunOne(FuzzedDataProvider &fdp) {
         }
         // The oracle reads the snapshot, so that an in-place run does not change its inputs.
         oracle::GradInputs in;
-        in.n = n;
-        in.c = c;
+        const std::pair<int64_t, int64_t> shape = AcceptedShape(specs[kLogProb].geometry);
+        const int64_t run_n = shape.first, run_c = shape.second;
+        in.n = run_n;
+        in.c = run_c;
         in.reduction = reduction_mode;
         const auto snapshot_view = [&](int slot) {
             const Spec &spec = specs[slot];
@@ -454,7 +456,7 @@ void RunOne(FuzzedDataProvider &fdp) {
         in.ignore_index = ignore_index;
         in.label_smoothing = smoothing;
         in.zloss_scale = zscale;
-        const bool empty = n == 0 || c == 0;
+        const bool empty = run_n == 0 || run_c == 0;
         if (empty && workspace_size != 0) Violation("N or C zero with a workspace", std::to_string(workspace_size));
 
         // Out's elements may change in a run; nothing else may.
@@ -562,7 +564,7 @@ void RunOne(FuzzedDataProvider &fdp) {
                                       in.has_weight ? in.weight.Float(j) : 1.0, in.has_lse ? in.lse.Float(i) : 0.0,
                                       static_cast<long long>(reference.bad_rows));
                         Violation("wrong result", "out[" + std::to_string(i) + "][" + std::to_string(j) + "] (N=" +
-                                                      std::to_string(n) + ", C=" + std::to_string(c) + "): " + why +
+                                                      std::to_string(run_n) + ", C=" + std::to_string(run_c) + "): " + why +
                                                       inputs);
                     }
                 });

@@ -319,6 +319,8 @@ void RunOne(FuzzedDataProvider &fdp) {
         Violation("phase 1 accepted a data address not aligned to its element size", kSlotNames[misaligned_slot]);
     }
     if (status == ACLNN_SUCCESS) {
+        const std::pair<int64_t, int64_t> shape = AcceptedShape(specs[kInput].geometry);
+        const int64_t run_n = shape.first, run_c = shape.second;  // the problem that runs
         for (int slot = 0; slot < kSlots; ++slot) {
             const Spec &spec = specs[slot];
             if (spec.present && spec.geometry.Elements() > 0 && !fits(spec)) {
@@ -342,18 +344,18 @@ void RunOne(FuzzedDataProvider &fdp) {
             Violation("phase 2 refused an executor phase 1 made", aclGetRecentErrMsg());
         }
         const aclError sync = aclrtSynchronizeStream(stream);
-        const bool empty = n == 0 || c == 0;
+        const bool empty = run_n == 0 || run_c == 0;
         const auto snapshot_of = [&](int slot) {
             return view_of(specs[slot], specs[slot].buffer >= 0 ? buffers[specs[slot].buffer]->before.data() : nullptr);
         };
         bool bad_targets = false;
         const oracle::View target = snapshot_of(kTarget);
-        for (int64_t i = 0; i < n && !empty; ++i) {
+        for (int64_t i = 0; i < run_n && !empty; ++i) {
             const int64_t t = target.Int(i);
-            if (t != ignore_index && (t < 0 || t >= c)) bad_targets = true;
+            if (t != ignore_index && (t < 0 || t >= run_c)) bad_targets = true;
         }
         // C == 0 with rows: every target is out of range for the forward (its loss rows are NaN), also an error.
-        if (n > 0 && c == 0) bad_targets = true;
+        if (run_n > 0 && run_c == 0) bad_targets = true;
         if (sync != ACL_SUCCESS && !(bad_targets && sync == ACL_ERROR_RT_VECTOR_CORE_EXCEPTION)) {
             Violation("synchronisation status", std::to_string(sync));
         }
@@ -363,19 +365,19 @@ void RunOne(FuzzedDataProvider &fdp) {
         const oracle::View input = snapshot_of(kInput);
         const oracle::View got = view_of(lp, lp.buffer >= 0 ? buffers[lp.buffer]->data() : nullptr);
         const oracle::DtypeLimits limits = oracle::LimitsOf(lp.dtype);
-        for (int64_t i = 0; i < n && !empty; ++i) {
+        for (int64_t i = 0; i < run_n && !empty; ++i) {
             double m = -INFINITY;
             bool finite = true;
-            for (int64_t j = 0; j < c; ++j) {
+            for (int64_t j = 0; j < run_c; ++j) {
                 const double x = input.Float(i, j);
                 finite = finite && std::isfinite(x) && std::fabs(x) < 1e30;
                 m = std::max(m, x);
             }
             if (!finite) continue;
             double sum = 0;
-            for (int64_t j = 0; j < c; ++j) sum += std::exp(input.Float(i, j) - m);
+            for (int64_t j = 0; j < run_c; ++j) sum += std::exp(input.Float(i, j) - m);
             const double lse = m + std::log(sum);
-            for (int64_t j = 0; j < c; ++j) {
+            for (int64_t j = 0; j < run_c; ++j) {
                 const double want = input.Float(i, j) - lse;
                 const double tolerance = std::fabs(want) * 2 * limits.epsilon +
                                          (std::fabs(input.Float(i, j)) + std::fabs(lse)) * 64 * std::ldexp(1.0, -24) +
