@@ -296,10 +296,12 @@ void RunOne(FuzzedDataProvider &fdp) {
             for (int64_t j = 0; j < cols; ++j) fn(i, j);
         }
     };
+    // A broadcast view can name billions of elements over a few bytes: such views are not filled element by element.
+    constexpr int64_t kMaxElementwiseFill = int64_t{1} << 22;
     for (int slot = 0; slot < kOut; ++slot) {
         const Spec &spec = specs[slot];
-        // A broadcast view can name billions of elements over a few bytes: those keep the random fill.
-        if (!spec.present || !fits(spec) || spec.geometry.Elements() > (int64_t{1} << 22)) continue;
+        // Inputs too large to fill element by element keep the random fill.
+        if (!spec.present || !fits(spec) || spec.geometry.Elements() > kMaxElementwiseFill) continue;
         uint8_t *base = buffers[spec.buffer]->data() + spec.byte_shift;
         const oracle::View v = view_of(spec, base);
         for_each_element(spec, [&](int64_t i, int64_t j) {
@@ -396,9 +398,9 @@ void RunOne(FuzzedDataProvider &fdp) {
         uint8_t *base = buffers[out.buffer]->data() + out.byte_shift;
         const oracle::View v = view_of(out, base);
         const size_t size = oracle::ElementSize(out.dtype);
-        if (out.geometry.Elements() > (int64_t{1} << 22)) {
-            // A broadcast view naming billions of elements over a few bytes (found by CI's smoke run as a timeout:
-            // regress-broadcast-out-poison-timeout): the buffer is out's own, so all of it is poisoned instead.
+        if (out.geometry.Elements() > kMaxElementwiseFill) {
+            // The buffer is out's own, so all of it is poisoned instead (CI's smoke run timed out here before:
+            // regress-broadcast-out-poison-timeout).
             std::memset(buffers[out.buffer]->data(), 0x5a, buffers[out.buffer]->bytes);
         } else {
             for_each_element(out, [&](int64_t i, int64_t j) { std::memset(base + v.Index(i, j) * size, 0x5a, size); });
