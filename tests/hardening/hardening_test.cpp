@@ -129,6 +129,8 @@ TEST_F(Hardening, WildStridesAndOffsetsAreRefusedAndTouchNothing) {
         {{6, 1}, 1, {24}},                    // one element past the storage
         {{int64_t{1} << 62, 1}, 0, {kI64Max}},  // storage "large enough", address arithmetic is not
         {{6, 1}, 0, {int64_t{1} << 32, int64_t{1} << 32}},  // storage element count overflows
+        {{6, 1}, int64_t{1} << 62, {(int64_t{1} << 62) + 24}},  // element offsets fit in int64, byte offsets do not
+        {{6, 1}, 0, {int64_t{1} << 62}},                         // a storage of 2^64 bytes
     };
     for (const Case &k : cases) {
         aclTensor *out = Make({4, 6}, ACL_FLOAT, p.out.data(), k.strides, k.offset, k.storage);
@@ -227,6 +229,116 @@ TEST_F(Hardening, ForwardSelfOverlappingOutputIsRefused) {
     for (float v : log_prob_out) EXPECT_EQ(v, 7.0f);
     for (float v : loss_out) EXPECT_EQ(v, 7.0f);
     for (aclTensor *x : {lp, loss, lse, in, t, zloss}) aclDestroyTensor(x);
+}
+
+// A view inside a storage of more than 2^63 bytes: its element offsets fit in int64, its byte offsets do not.
+// Refused with 561002 naming the tensor, for the gradient's weight and the forward's weight alike.
+TEST_F(Hardening, StorageOfMoreThan2To63BytesIsRefused) {
+    Problem p;
+    const int64_t far = int64_t{1} << 62;  // 2^64 bytes of float: wraps to the data address itself
+    aclTensor *w = Make({6}, ACL_FLOAT, p.weight.data(), {1}, far, {far + 6});
+    uint64_t ws = 0;
+    aclOpExecutor *ex = nullptr;
+    EXPECT_EQ(aclnnCrossEntropyLossGradGetWorkspaceSize(p.grad_t, p.log_prob_t, p.target_t, w, nullptr, nullptr,
+                                                        const_cast<char *>("mean"), -100, 0.0, 0.0, p.out_t, &ws, &ex),
+              ACLNN_ERR_INNER_TILING_ERROR);
+    ASSERT_NE(aclGetRecentErrMsg(), nullptr);
+    EXPECT_NE(std::string(aclGetRecentErrMsg()).find("weightOptional storage of shape [4611686018427387910]"),
+              std::string::npos)
+        << aclGetRecentErrMsg();
+    EXPECT_NE(std::string(aclGetRecentErrMsg()).find("more than 2^63 bytes"), std::string::npos)
+        << aclGetRecentErrMsg();
+    EXPECT_TRUE(p.out.AllEqual(7.0f));
+
+    std::vector<float> log_prob_out(24, 7.0f), loss_out(4, 7.0f), lse_out(4, 7.0f);
+    aclTensor *lp = Make({4, 6}, ACL_FLOAT, log_prob_out.data());
+    aclTensor *loss = Make({4}, ACL_FLOAT, loss_out.data());
+    aclTensor *zloss = Make({0}, ACL_FLOAT, nullptr);
+    aclTensor *lse = Make({4}, ACL_FLOAT, lse_out.data());
+    EXPECT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(p.log_prob_t, p.target_t, w, const_cast<char *>("none"), -100, 0.0,
+                                                    0.0, false, loss, lp, zloss, lse, &ws, &ex),
+              ACLNN_ERR_INNER_TILING_ERROR);
+    EXPECT_NE(std::string(aclGetRecentErrMsg()).find("weightOptional storage of shape"), std::string::npos)
+        << aclGetRecentErrMsg();
+    for (float v : log_prob_out) EXPECT_EQ(v, 7.0f);
+    for (aclTensor *x : {w, lp, loss, zloss, lse}) aclDestroyTensor(x);
+}
+
+// A view with no elements names no memory, so its offset is not bounded: any offset is accepted, and the results
+// are bit for bit those of the same call with offset 0 (the offset never enters the address arithmetic, which
+// UndefinedBehaviorSanitizer checks in make test-asan).
+TEST_F(Hardening, EmptyViewsAcceptAnyOffset) {
+    const int64_t far[] = {0, kI64Max, int64_t{1} << 62, kI64Max / 3};
+    // The forward with C = 0: input, weight and logProbOut are empty; every row ignored; zlossOut [0].
+    std::vector<int64_t> target{-100, -100, -100};
+    std::vector<uint32_t> first_loss, first_lse;
+    for (const int64_t offset : far) {
+        std::vector<float> loss_out(3, 7.0f), lse_out(3, 7.0f);
+        float dummy = 7.0f;
+        aclTensor *in = Make({3, 0}, ACL_FLOAT, &dummy, {}, offset, {1});
+        aclTensor *t = Make({3}, ACL_INT64, target.data());
+        aclTensor *w = Make({0}, ACL_FLOAT, &dummy, {}, offset, {1});
+        aclTensor *lp = Make({3, 0}, ACL_FLOAT, &dummy, {}, offset, {1});
+        aclTensor *loss = Make({3}, ACL_FLOAT, loss_out.data());
+        aclTensor *zloss = Make({0}, ACL_FLOAT, &dummy, {}, offset, {1});
+        aclTensor *lse = Make({3}, ACL_FLOAT, lse_out.data());
+        uint64_t ws = 0;
+        aclOpExecutor *ex = nullptr;
+        ASSERT_EQ(aclnnCrossEntropyLossGetWorkspaceSize(in, t, w, const_cast<char *>("none"), -100, 0.0, 0.0, false,
+                                                        loss, lp, zloss, lse, &ws, &ex),
+                  ACLNN_SUCCESS)
+            << offset << ": " << aclGetRecentErrMsg();
+        std::vector<uint8_t> workspace(ws);
+        ASSERT_EQ(aclnnCrossEntropyLoss(ws ? workspace.data() : nullptr, ws, ex, nullptr), ACLNN_SUCCESS);
+        ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+        EXPECT_EQ(dummy, 7.0f);
+        std::vector<uint32_t> loss_bits(3), lse_bits(3);
+        std::memcpy(loss_bits.data(), loss_out.data(), 12);
+        std::memcpy(lse_bits.data(), lse_out.data(), 12);
+        for (int i = 0; i < 3; ++i) {
+            EXPECT_EQ(loss_out[i], 0.0f) << offset;  // ignored rows
+            EXPECT_EQ(lse_out[i], -std::numeric_limits<float>::infinity()) << offset;  // log of an empty sum
+        }
+        if (offset == 0) {
+            first_loss = loss_bits;
+            first_lse = lse_bits;
+        }
+        EXPECT_EQ(loss_bits, first_loss) << offset;
+        EXPECT_EQ(lse_bits, first_lse) << offset;
+        for (aclTensor *x : {in, t, w, lp, loss, zloss, lse}) aclDestroyTensor(x);
+    }
+    // The gradient with an empty lseForZloss [0] (z-loss scale 0), beside a full problem: the same bits as with
+    // offset 0, which match the float64 reference.
+    std::vector<uint32_t> first_out;
+    for (const int64_t offset : far) {
+        Problem p;
+        float dummy = 7.0f;
+        aclTensor *lse = Make({0}, ACL_FLOAT, &dummy, {}, offset, {1});
+        uint64_t ws = 0;
+        aclOpExecutor *ex = nullptr;
+        ASSERT_EQ(aclnnCrossEntropyLossGradGetWorkspaceSize(p.grad_t, p.log_prob_t, p.target_t, nullptr, nullptr, lse,
+                                                            const_cast<char *>("mean"), -100, 0.0, 0.0, p.out_t, &ws,
+                                                            &ex),
+                  ACLNN_SUCCESS)
+            << offset << ": " << aclGetRecentErrMsg();
+        std::vector<uint8_t> workspace(ws);
+        ASSERT_EQ(aclnnCrossEntropyLossGrad(ws ? workspace.data() : nullptr, ws, ex, nullptr), ACLNN_SUCCESS);
+        ASSERT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+        EXPECT_TRUE(p.out.GuardsIntact());
+        std::vector<uint32_t> out_bits(24);
+        std::memcpy(out_bits.data(), p.out.data(), 96);
+        if (offset == 0) first_out = out_bits;
+        EXPECT_EQ(out_bits, first_out) << offset;
+        // mean over 4 rows with weight 1: out = (exp(logProb) - onehot) / 4, within an ulp or two in float.
+        for (int64_t i = 0; i < 4; ++i) {
+            for (int64_t j = 0; j < 6; ++j) {
+                const double lp = p.log_prob[i * 6 + j];
+                const double want = (std::exp(lp) - (j == p.target[i] ? 1.0 : 0.0)) / 4.0;
+                EXPECT_NEAR(p.out.data()[i * 6 + j], want, 1e-6) << i << "," << j;
+            }
+        }
+        aclDestroyTensor(lse);
+    }
 }
 
 // A broadcast input of 2^80 logical elements is fine as an input, but no output can hold them: refused quickly.

@@ -108,9 +108,18 @@ aclnnStatus CheckViewInStorage(const char *api, const char *name, const aclTenso
                     static_cast<long long>(tensor->offset), static_cast<long long>(footprint.first),
                     static_cast<long long>(footprint.last), DimsToString(tensor->storage_dims).c_str());
     }
+    // Byte offsets from the data address must be int64 too: a storage of more than 2^63 bytes cannot exist.
+    const uint64_t element_size = aclDataTypeSize(tensor->dtype);
+    int64_t storage_bytes = 0;
+    if (__builtin_mul_overflow(storage, static_cast<int64_t>(element_size), &storage_bytes)) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR,
+                    "%s: %s storage of shape %s holds %lld elements of %llu bytes, more than 2^63 bytes, expected a "
+                    "storage that fits in memory",
+                    api, name, DimsToString(tensor->storage_dims).c_str(), static_cast<long long>(storage),
+                    static_cast<unsigned long long>(element_size));
+    }
     // When the data lives in an aclrtMalloc block, the view must also fit the block.
     uint64_t available = 0;
-    const uint64_t element_size = aclDataTypeSize(tensor->dtype);
     if (FindAllocation(tensor->data, &available)) {
         const uint64_t needed = (static_cast<uint64_t>(footprint.last) + 1) * element_size;
         if (needed / element_size != static_cast<uint64_t>(footprint.last) + 1 || needed > available) {

@@ -46,7 +46,8 @@ struct Footprint {
 bool ComputeFootprint(const aclTensor *tensor, Footprint *footprint);
 
 // Shape stage (561002): every element of the view lies inside its storage (storageDims, and the allocation when
-// data points into an aclrtMalloc block), with no int64 overflow in any offset.
+// data points into an aclrtMalloc block), with no int64 overflow in any offset, in elements or in bytes (the storage
+// holds at most 2^63 - 1 bytes). An empty view passes whatever its offset.
 aclnnStatus CheckViewInStorage(const char *api, const char *name, const aclTensor *tensor);
 
 // True when both are the same view: same data, dtype, dims, strides and offset.

@@ -16,10 +16,11 @@ Operand MakeOperand(const aclTensor *t) {
     if (!t) return operand;
     operand.present = true;
     operand.data = t->data;
-    operand.offset = t->offset;
+    operand.elements = t->NumElements();
+    // An empty view's offset is never used and phase 1 does not bound it: kept out of the address arithmetic.
+    operand.offset = operand.elements > 0 ? t->offset : 0;
     operand.stride0 = t->Rank() >= 1 ? t->strides[0] : 0;
     operand.stride1 = t->Rank() >= 2 ? t->strides[1] : 0;
-    operand.elements = t->NumElements();
     operand.element_size = static_cast<int64_t>(aclDataTypeSize(t->dtype));
     return operand;
 }
