@@ -11,6 +11,16 @@ namespace {
 
 constexpr const char *kApi = "aclnnCrossEntropyLossGradGetWorkspaceSize";
 
+// gradLoss and gradZloss: [N] for none; [] or [1] for mean and sum.
+aclnnStatus CheckGradShape(const char *name, const aclTensor *t, Reduction reduction, int64_t n) {
+    if (reduction == Reduction::kNone) return CheckShape(kApi, name, t, {n});
+    if (t->view_dims.empty() || t->view_dims == std::vector<int64_t>{1}) return ACLNN_SUCCESS;
+    return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: %s has shape %s, expected [] or [1] for reduction \"%s\"", kApi,
+                name, DimsToString(t->view_dims).c_str(), reduction == Reduction::kMean ? "mean" : "sum");
+}
+
+}  // namespace
+
 Operand MakeOperand(const aclTensor *t) {
     Operand operand;
     if (!t) return operand;
@@ -24,16 +34,6 @@ Operand MakeOperand(const aclTensor *t) {
     operand.element_size = static_cast<int64_t>(aclDataTypeSize(t->dtype));
     return operand;
 }
-
-// gradLoss and gradZloss: [N] for none; [] or [1] for mean and sum.
-aclnnStatus CheckGradShape(const char *name, const aclTensor *t, Reduction reduction, int64_t n) {
-    if (reduction == Reduction::kNone) return CheckShape(kApi, name, t, {n});
-    if (t->view_dims.empty() || t->view_dims == std::vector<int64_t>{1}) return ACLNN_SUCCESS;
-    return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: %s has shape %s, expected [] or [1] for reduction \"%s\"", kApi,
-                name, DimsToString(t->view_dims).c_str(), reduction == Reduction::kMean ? "mean" : "sum");
-}
-
-}  // namespace
 
 aclnnStatus CheckCrossEntropyGrad(const aclTensor *gradLoss, const aclTensor *logProb, const aclTensor *target,
                                   const aclTensor *weightOptional, const aclTensor *gradZlossOptional,

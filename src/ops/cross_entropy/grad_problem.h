@@ -30,6 +30,9 @@ struct Operand {
     }
 };
 
+// The operand of a tensor argument (not present for NULL); shared by the forward's checks.
+Operand MakeOperand(const aclTensor *t);
+
 // Input indices of aclSetInputTensorAddr: the prototype's order.
 enum GradInput { kGradLoss = 0, kLogProb = 1, kTarget = 2, kWeight = 3, kGradZloss = 4, kLseForZloss = 5 };
 constexpr int kGradInputCount = 6;

@@ -12,20 +12,6 @@ namespace {
 
 constexpr const char *kApi = "aclnnCrossEntropyLossGetWorkspaceSize";
 
-Operand MakeOperand(const aclTensor *t) {
-    Operand operand;
-    if (!t) return operand;
-    operand.present = true;
-    operand.data = t->data;
-    operand.elements = t->NumElements();
-    // An empty view's offset is never used and phase 1 does not bound it: kept out of the address arithmetic.
-    operand.offset = operand.elements > 0 ? t->offset : 0;
-    operand.stride0 = t->Rank() >= 1 ? t->strides[0] : 0;
-    operand.stride1 = t->Rank() >= 2 ? t->strides[1] : 0;
-    operand.element_size = static_cast<int64_t>(aclDataTypeSize(t->dtype));
-    return operand;
-}
-
 const char *ReductionName(Reduction reduction) {
     return reduction == Reduction::kNone ? "none" : reduction == Reduction::kMean ? "mean" : "sum";
 }

@@ -9,6 +9,7 @@
 
 namespace openaclnn::cross_entropy_loss {
 
+using cross_entropy::MakeOperand;
 using cross_entropy::Operand;
 using cross_entropy::Reduction;
 
