@@ -101,6 +101,11 @@ struct Geometry {
     }
 };
 
+// True when a data address byte_shift bytes past an aligned buffer is not a multiple of dtype's size (161002).
+inline bool MisalignedShift(int64_t byte_shift, aclDataType dtype) {
+    return byte_shift % std::max<int64_t>(static_cast<int64_t>(oracle::ElementSize(dtype)), 1) != 0;
+}
+
 // The [N, C] of the 2-D tensor (logProb, input) that a successful phase 1 accepted: the problem that runs. It differs
 // from the N and C the harness drew only where a broken geometry was copied to every tensor that must agree with it
 // (out takes logProb's geometry when it aliases it, so a mutated C stays consistent), which phase 1 rightly accepts

@@ -36,7 +36,6 @@ struct Spec {
     Geometry geometry;
     int buffer = -1;        // index into buffers; -1: NULL data
     int64_t byte_shift = 0; // data = buffer + byte_shift
-    bool misaligned = false;  // byte_shift is not a multiple of the element size
     bool wild_values = false;
     aclTensor *handle = nullptr;
 };
@@ -240,9 +239,8 @@ void RunOne(FuzzedDataProvider &fdp) {
             const bool misaligned = fdp.ConsumeBool();
             spec.byte_shift = fdp.ConsumeIntegralInRange<int64_t>(1, 8) * (misaligned ? 1 : std::max<int64_t>(size, 1));
             need.back() += spec.byte_shift;
-            if (spec.byte_shift % std::max<int64_t>(size, 1) != 0) {
+            if (MisalignedShift(spec.byte_shift, spec.dtype)) {
                 invalidate(std::string(kSlotNames[slot]) + " misaligned data");
-                spec.misaligned = true;
             }
         }
     }
@@ -432,7 +430,7 @@ void RunOne(FuzzedDataProvider &fdp) {
     // Only tensors phase 1 was given count: an optional input whose aclCreateTensor failed is passed as NULL
     // (regress-misaligned-weight-not-created).
     for (int slot = 0; slot < kSlots && status == ACLNN_SUCCESS; ++slot) {
-        if (specs[slot].present && specs[slot].misaligned) {
+        if (specs[slot].present && MisalignedShift(specs[slot].byte_shift, specs[slot].dtype)) {
             Violation("phase 1 accepted a data address not aligned to its element size", kSlotNames[slot]);
         }
     }

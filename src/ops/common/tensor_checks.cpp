@@ -121,8 +121,9 @@ aclnnStatus CheckViewInStorage(const char *api, const char *name, const aclTenso
     // When the data lives in an aclrtMalloc block, the view must also fit the block.
     uint64_t available = 0;
     if (FindAllocation(tensor->data, &available)) {
+        // footprint.last < storage, so this cannot overflow: the storage's byte count fits in int64.
         const uint64_t needed = (static_cast<uint64_t>(footprint.last) + 1) * element_size;
-        if (needed / element_size != static_cast<uint64_t>(footprint.last) + 1 || needed > available) {
+        if (needed > available) {
             return Fail(ACLNN_ERR_INNER_TILING_ERROR,
                         "%s: %s view needs %llu bytes from its data address, but its aclrtMalloc block has %llu "
                         "bytes there",
