@@ -26,6 +26,16 @@ std::string DataTypeList(std::initializer_list<aclDataType> types) {
     return text;
 }
 
+aclnnStatus CheckPhase1Outputs(const char *api, const uint64_t *workspaceSize, aclOpExecutor *const *executor) {
+    if (!workspaceSize) {
+        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: workspaceSize is NULL, expected a uint64_t pointer", api);
+    }
+    if (!executor) {
+        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is NULL, expected an aclOpExecutor * pointer", api);
+    }
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus CheckTensorPresent(const char *api, const char *name, const aclTensor *tensor, bool required) {
     if (!tensor) {
         if (!required) return ACLNN_SUCCESS;

@@ -18,6 +18,16 @@ namespace openaclnn {
 std::string DimsToString(const std::vector<int64_t> &dims);
 std::string DataTypeList(std::initializer_list<aclDataType> types);
 
+// Returns from the enclosing function with the status of `expr` when it is not ACLNN_SUCCESS.
+#define OPENACLNN_RETURN_IF_ERROR(expr)                                  \
+    do {                                                                 \
+        const aclnnStatus openaclnn_status_ = (expr);                    \
+        if (openaclnn_status_ != ACLNN_SUCCESS) return openaclnn_status_; \
+    } while (0)
+
+// Null stage (161001): the two out-parameters of every GetWorkspaceSize call are non-NULL.
+aclnnStatus CheckPhase1Outputs(const char *api, const uint64_t *workspaceSize, aclOpExecutor *const *executor);
+
 // Null stage (161001): a required tensor is NULL, a handle is not a live aclTensor, or a non-empty tensor has no
 // data address. `tensor` may be NULL when !required.
 aclnnStatus CheckTensorPresent(const char *api, const char *name, const aclTensor *tensor, bool required);

@@ -52,14 +52,14 @@ public:
                         "weightOptional, gradZlossOptional, lseForZlossOptional)",
                         index);
         }
-        return Rebind(problem_.inputs[index], index, "aclSetInputTensorAddr", addr);
+        return RebindOperand(problem_.inputs[index], index, "aclSetInputTensorAddr", addr);
     }
 
     aclnnStatus SetOutputAddr(size_t index, void *addr) override {
         if (index != 0) {
             return Fail(ACLNN_ERR_PARAM_INVALID, "aclSetOutputTensorAddr: index is %zu, expected 0 (out)", index);
         }
-        return Rebind(problem_.out, index, "aclSetOutputTensorAddr", addr);
+        return RebindOperand(problem_.out, index, "aclSetOutputTensorAddr", addr);
     }
 
     Task MakeTask(void *workspace) const override {
@@ -74,25 +74,6 @@ public:
     }
 
 private:
-    static aclnnStatus Rebind(Operand &operand, size_t index, const char *api, void *addr) {
-        if (!operand.present) {
-            return Fail(ACLNN_ERR_PARAM_INVALID, "%s: index %zu names an optional tensor that was not given", api,
-                        index);
-        }
-        if (!addr && operand.elements != 0) {
-            return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: addr is NULL for index %zu, expected an address", api, index);
-        }
-        // As phase 1 (CheckDataAligned): an address aligned to the element size, or 161002.
-        if (operand.element_size > 1 && reinterpret_cast<uintptr_t>(addr) % operand.element_size != 0) {
-            return Fail(ACLNN_ERR_PARAM_INVALID,
-                        "%s: addr is %p for index %zu, which is not a multiple of %lld bytes, expected an address "
-                        "aligned to the tensor's element size",
-                        api, addr, index, static_cast<long long>(operand.element_size));
-        }
-        operand.data = addr;
-        return ACLNN_SUCCESS;
-    }
-
     CrossEntropyGradProblem problem_;
     GradPlan plan_;
 };

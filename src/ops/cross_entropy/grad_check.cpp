@@ -35,19 +35,60 @@ Operand MakeOperand(const aclTensor *t) {
     return operand;
 }
 
+aclnnStatus ParseReduction(const char *api, const char *reductionOptional, Reduction *reduction) {
+    *reduction = Reduction::kMean;
+    if (!reductionOptional) return ACLNN_SUCCESS;
+    if (std::strcmp(reductionOptional, "none") == 0) {
+        *reduction = Reduction::kNone;
+    } else if (std::strcmp(reductionOptional, "mean") == 0) {
+        *reduction = Reduction::kMean;
+    } else if (std::strcmp(reductionOptional, "sum") == 0) {
+        *reduction = Reduction::kSum;
+    } else {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR,
+                    "%s: reductionOptional is \"%.64s\", expected \"none\", \"mean\" or \"sum\" (or NULL for "
+                    "\"mean\")",
+                    api, reductionOptional);
+    }
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus CheckSmoothingAndZlossScale(const char *api, double labelSmoothing, double lseSquareScaleForZloss) {
+    if (!std::isfinite(labelSmoothing) || labelSmoothing < 0.0 || labelSmoothing > 1.0) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: labelSmoothing is %g, expected a finite value in [0, 1]", api,
+                    labelSmoothing);
+    }
+    if (!std::isfinite(lseSquareScaleForZloss)) {
+        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: lseSquareScaleForZloss is %g, expected a finite value", api,
+                    lseSquareScaleForZloss);
+    }
+    return ACLNN_SUCCESS;
+}
+
+aclnnStatus RebindOperand(Operand &operand, size_t index, const char *api, void *addr) {
+    if (!operand.present) {
+        return Fail(ACLNN_ERR_PARAM_INVALID, "%s: index %zu names an optional tensor that was not given", api, index);
+    }
+    if (!addr && operand.elements != 0) {
+        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: addr is NULL for index %zu, expected an address", api, index);
+    }
+    // As phase 1 (CheckDataAligned): an address aligned to the element size, or 161002.
+    if (operand.element_size > 1 && reinterpret_cast<uintptr_t>(addr) % operand.element_size != 0) {
+        return Fail(ACLNN_ERR_PARAM_INVALID,
+                    "%s: addr is %p for index %zu, which is not a multiple of %lld bytes, expected an address "
+                    "aligned to the tensor's element size",
+                    api, addr, index, static_cast<long long>(operand.element_size));
+    }
+    operand.data = addr;
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus CheckCrossEntropyGrad(const aclTensor *gradLoss, const aclTensor *logProb, const aclTensor *target,
                                   const aclTensor *weightOptional, const aclTensor *gradZlossOptional,
                                   const aclTensor *lseForZlossOptional, const char *reductionOptional,
                                   int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss,
                                   const aclTensor *out, const uint64_t *workspaceSize,
                                   aclOpExecutor *const *executor, CrossEntropyGradProblem *problem) {
-    aclnnStatus status = ACLNN_SUCCESS;
-#define OPENACLNN_RETURN_IF_ERROR(expr) \
-    do {                                \
-        status = (expr);                \
-        if (status != ACLNN_SUCCESS) return status; \
-    } while (0)
-
     // ---- null (161001) ----
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "gradLoss", gradLoss, true));
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "logProb", logProb, true));
@@ -56,12 +97,7 @@ aclnnStatus CheckCrossEntropyGrad(const aclTensor *gradLoss, const aclTensor *lo
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "gradZlossOptional", gradZlossOptional, false));
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "lseForZlossOptional", lseForZlossOptional, false));
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "out", out, true));
-    if (!workspaceSize) {
-        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: workspaceSize is NULL, expected a uint64_t pointer", kApi);
-    }
-    if (!executor) {
-        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is NULL, expected an aclOpExecutor * pointer", kApi);
-    }
+    OPENACLNN_RETURN_IF_ERROR(CheckPhase1Outputs(kApi, workspaceSize, executor));
 
     // ---- dtype (161002) ----
     OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "logProb", logProb, {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}));
@@ -79,28 +115,8 @@ aclnnStatus CheckCrossEntropyGrad(const aclTensor *gradLoss, const aclTensor *lo
 
     // ---- attributes (561002) ----
     Reduction reduction = Reduction::kMean;
-    if (reductionOptional) {
-        if (std::strcmp(reductionOptional, "none") == 0) {
-            reduction = Reduction::kNone;
-        } else if (std::strcmp(reductionOptional, "mean") == 0) {
-            reduction = Reduction::kMean;
-        } else if (std::strcmp(reductionOptional, "sum") == 0) {
-            reduction = Reduction::kSum;
-        } else {
-            return Fail(ACLNN_ERR_INNER_TILING_ERROR,
-                        "%s: reductionOptional is \"%.64s\", expected \"none\", \"mean\" or \"sum\" (or NULL for "
-                        "\"mean\")",
-                        kApi, reductionOptional);
-        }
-    }
-    if (!std::isfinite(labelSmoothing) || labelSmoothing < 0.0 || labelSmoothing > 1.0) {
-        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: labelSmoothing is %g, expected a finite value in [0, 1]", kApi,
-                    labelSmoothing);
-    }
-    if (!std::isfinite(lseSquareScaleForZloss)) {
-        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: lseSquareScaleForZloss is %g, expected a finite value", kApi,
-                    lseSquareScaleForZloss);
-    }
+    OPENACLNN_RETURN_IF_ERROR(ParseReduction(kApi, reductionOptional, &reduction));
+    OPENACLNN_RETURN_IF_ERROR(CheckSmoothingAndZlossScale(kApi, labelSmoothing, lseSquareScaleForZloss));
     const bool zloss = lseSquareScaleForZloss != 0.0;
     if (zloss && !lseForZlossOptional) {
         return Fail(ACLNN_ERR_INNER_TILING_ERROR,
@@ -160,7 +176,6 @@ aclnnStatus CheckCrossEntropyGrad(const aclTensor *gradLoss, const aclTensor *lo
                         kApi, entry.name);
         }
     }
-#undef OPENACLNN_RETURN_IF_ERROR
 
     problem->n = n;
     problem->c = c;

@@ -2,6 +2,7 @@
 #ifndef OPENACLNN_OPS_CROSS_ENTROPY_GRAD_PROBLEM_H_
 #define OPENACLNN_OPS_CROSS_ENTROPY_GRAD_PROBLEM_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "aclnn/aclnn_base.h"
@@ -32,6 +33,16 @@ struct Operand {
 
 // The operand of a tensor argument (not present for NULL); shared by the forward's checks.
 Operand MakeOperand(const aclTensor *t);
+
+// Shared by both operators' phase 1 (attribute stage, 561002): reductionOptional parsed ("none", "mean", "sum";
+// NULL is "mean"), labelSmoothing finite in [0, 1], lseSquareScaleForZloss finite.
+aclnnStatus ParseReduction(const char *api, const char *reductionOptional, Reduction *reduction);
+aclnnStatus CheckSmoothingAndZlossScale(const char *api, double labelSmoothing, double lseSquareScaleForZloss);
+
+// aclSetInputTensorAddr / aclSetOutputTensorAddr on one operand of an executor (api names the call in messages):
+// 161002 for an operand that was not given or an address not aligned to its element size, 161001 for NULL where
+// the view has elements; otherwise the operand's data becomes addr.
+aclnnStatus RebindOperand(Operand &operand, size_t index, const char *api, void *addr);
 
 // Input indices of aclSetInputTensorAddr: the prototype's order.
 enum GradInput { kGradLoss = 0, kLogProb = 1, kTarget = 2, kWeight = 3, kGradZloss = 4, kLseForZloss = 5 };

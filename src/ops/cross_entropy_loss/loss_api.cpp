@@ -52,7 +52,7 @@ public:
             return Fail(ACLNN_ERR_PARAM_INVALID,
                         "aclSetInputTensorAddr: index is %zu, expected 0..2 (input, target, weightOptional)", index);
         }
-        return Rebind(problem_.inputs[index], index, "aclSetInputTensorAddr", addr);
+        return RebindOperand(problem_.inputs[index], index, "aclSetInputTensorAddr", addr);
     }
 
     aclnnStatus SetOutputAddr(size_t index, void *addr) override {
@@ -62,7 +62,7 @@ public:
                         "lseForZlossOut)",
                         index);
         }
-        return Rebind(problem_.outputs[index], index, "aclSetOutputTensorAddr", addr);
+        return RebindOperand(problem_.outputs[index], index, "aclSetOutputTensorAddr", addr);
     }
 
     Task MakeTask(void *workspace) const override {
@@ -80,25 +80,6 @@ public:
     }
 
 private:
-    static aclnnStatus Rebind(Operand &operand, size_t index, const char *api, void *addr) {
-        if (!operand.present) {
-            return Fail(ACLNN_ERR_PARAM_INVALID, "%s: index %zu names an optional tensor that was not given", api,
-                        index);
-        }
-        if (!addr && operand.elements != 0) {
-            return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: addr is NULL for index %zu, expected an address", api, index);
-        }
-        // As phase 1 (CheckDataAligned): an address aligned to the element size, or 161002.
-        if (operand.element_size > 1 && reinterpret_cast<uintptr_t>(addr) % operand.element_size != 0) {
-            return Fail(ACLNN_ERR_PARAM_INVALID,
-                        "%s: addr is %p for index %zu, which is not a multiple of %lld bytes, expected an address "
-                        "aligned to the tensor's element size",
-                        api, addr, index, static_cast<long long>(operand.element_size));
-        }
-        operand.data = addr;
-        return ACLNN_SUCCESS;
-    }
-
     CrossEntropyLossProblem problem_;
     LossPlan plan_;
 };

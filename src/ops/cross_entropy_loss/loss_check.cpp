@@ -1,8 +1,6 @@
 // Phase 1 checks of aclnnCrossEntropyLoss, one block per rule of DESIGN.md section 2, in its order (the same
 // rules and helpers as the gradient's grad_check.cpp): null (161001), dtype (161002), attributes (561002), shapes
 // and views (561002), then aliasing (161002).
-#include <cmath>
-#include <cstring>
 
 #include "loss_problem.h"
 #include "ops/common/tensor_checks.h"
@@ -32,13 +30,6 @@ aclnnStatus CheckCrossEntropyLoss(const aclTensor *input, const aclTensor *targe
                                   const aclTensor *logProbOut, const aclTensor *zlossOut,
                                   const aclTensor *lseForZlossOut, const uint64_t *workspaceSize,
                                   aclOpExecutor *const *executor, CrossEntropyLossProblem *problem) {
-    aclnnStatus status = ACLNN_SUCCESS;
-#define OPENACLNN_RETURN_IF_ERROR(expr)             \
-    do {                                            \
-        status = (expr);                            \
-        if (status != ACLNN_SUCCESS) return status; \
-    } while (0)
-
     // ---- null (161001): all four outputs are required, as in CANN ----
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "input", input, true));
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "target", target, true));
@@ -47,12 +38,7 @@ aclnnStatus CheckCrossEntropyLoss(const aclTensor *input, const aclTensor *targe
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "logProbOut", logProbOut, true));
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "zlossOut", zlossOut, true));
     OPENACLNN_RETURN_IF_ERROR(CheckTensorPresent(kApi, "lseForZlossOut", lseForZlossOut, true));
-    if (!workspaceSize) {
-        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: workspaceSize is NULL, expected a uint64_t pointer", kApi);
-    }
-    if (!executor) {
-        return Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is NULL, expected an aclOpExecutor * pointer", kApi);
-    }
+    OPENACLNN_RETURN_IF_ERROR(CheckPhase1Outputs(kApi, workspaceSize, executor));
 
     // ---- dtype (161002) ----
     OPENACLNN_RETURN_IF_ERROR(CheckDataType(kApi, "input", input, {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}));
@@ -66,28 +52,8 @@ aclnnStatus CheckCrossEntropyLoss(const aclTensor *input, const aclTensor *targe
 
     // ---- attributes (561002) ----
     Reduction reduction = Reduction::kMean;
-    if (reductionOptional) {
-        if (std::strcmp(reductionOptional, "none") == 0) {
-            reduction = Reduction::kNone;
-        } else if (std::strcmp(reductionOptional, "mean") == 0) {
-            reduction = Reduction::kMean;
-        } else if (std::strcmp(reductionOptional, "sum") == 0) {
-            reduction = Reduction::kSum;
-        } else {
-            return Fail(ACLNN_ERR_INNER_TILING_ERROR,
-                        "%s: reductionOptional is \"%.64s\", expected \"none\", \"mean\" or \"sum\" (or NULL for "
-                        "\"mean\")",
-                        kApi, reductionOptional);
-        }
-    }
-    if (!std::isfinite(labelSmoothing) || labelSmoothing < 0.0 || labelSmoothing > 1.0) {
-        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: labelSmoothing is %g, expected a finite value in [0, 1]", kApi,
-                    labelSmoothing);
-    }
-    if (!std::isfinite(lseSquareScaleForZloss)) {
-        return Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: lseSquareScaleForZloss is %g, expected a finite value", kApi,
-                    lseSquareScaleForZloss);
-    }
+    OPENACLNN_RETURN_IF_ERROR(ParseReduction(kApi, reductionOptional, &reduction));
+    OPENACLNN_RETURN_IF_ERROR(CheckSmoothingAndZlossScale(kApi, labelSmoothing, lseSquareScaleForZloss));
     const bool zloss = lseSquareScaleForZloss != 0.0;
 
     // ---- shapes and views (561002) ----
@@ -158,7 +124,6 @@ aclnnStatus CheckCrossEntropyLoss(const aclTensor *input, const aclTensor *targe
             }
         }
     }
-#undef OPENACLNN_RETURN_IF_ERROR
 
     problem->n = n;
     problem->c = c;

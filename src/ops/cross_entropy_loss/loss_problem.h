@@ -9,8 +9,11 @@
 
 namespace openaclnn::cross_entropy_loss {
 
+using cross_entropy::CheckSmoothingAndZlossScale;
 using cross_entropy::MakeOperand;
 using cross_entropy::Operand;
+using cross_entropy::ParseReduction;
+using cross_entropy::RebindOperand;
 using cross_entropy::Reduction;
 
 // Indices of aclSetInputTensorAddr / aclSetOutputTensorAddr: the prototype's order.
