@@ -48,6 +48,7 @@
 #include <cstring>
 
 #include "hwy/cache_control.h"
+#include "common/hwy_float_convert-inl.h"
 #include "hwy/highway.h"
 #include "kernels/grad_hwy_shared.h"
 
@@ -63,13 +64,10 @@ using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
 using V16 = hn::Vec<D16>;
 
-// Targets whose Highway fp16 conversions are emulated (and, in Highway 1.0, neither round to nearest even nor
-// handle inf/NaN) use our own exact integer sequences; the others have hardware conversions (F16C, NEON, SVE).
-#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
-#define OPENACLNN_HWY_SOFT_F16 1
-#else
-#define OPENACLNN_HWY_SOFT_F16 0
-#endif
+// The 16-bit conversions (exact integer sequences where Highway emulates fp16; OPENACLNN_HWY_SOFT_F16).
+using openaclnn::HWY_NAMESPACE::Bf16RoundedHigh;
+using openaclnn::HWY_NAMESPACE::HalfBitsToF32;
+using openaclnn::HWY_NAMESPACE::SoftF32ToHalfBits;
 
 // Streaming stores only where Highway's Stream writes exactly the vector it is given (full 128/256/512-bit
 // vectors on x86): the 16-bit half-width vectors of the 128-bit targets are not full vectors.
@@ -199,73 +197,24 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, VF a) {
 
 // ---- loads and stores per storage type ----------------------------------------------------------------------
 
-HWY_INLINE VF HalfToF32(DF df, V16 h) {
-#if OPENACLNN_HWY_SOFT_F16
-    // Exact: shifting the exponent/mantissa bits into place gives a float 2^-112 times the value (subnormal halves
-    // become subnormal floats), and the multiplication by 2^112 is exact. inf/NaN get the float's all-ones
-    // exponent, keeping the payload.
-    const DU du;
-    const auto bits = hn::PromoteTo(du, h);
-    const auto magnitude = hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x7fffu)));
-    const VF scaled = hn::Mul(hn::BitCast(df, magnitude), hn::Set(df, 0x1p112f));
-    const auto special = hn::Or(magnitude, hn::Set(du, 0x7f800000u));
-    const auto is_special = hn::Gt(hn::BitCast(DI(), magnitude), hn::Set(DI(), 0x0f7fffff));
-    const auto value = hn::IfThenElse(hn::RebindMask(du, is_special), special, hn::BitCast(du, scaled));
-    return hn::BitCast(df, hn::Or(value, hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u)))));
-#else
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::BitCast(dh, h));
-#endif
-}
-
 // fp32 -> fp16 bits, round to nearest even; the same results as FloatToHalf in common/float_convert.h.
 HWY_INLINE V16 F32ToHalf(DF df, VF v) {
     const D16 d16;
 #if OPENACLNN_HWY_SOFT_F16
-    const DU du;
-    const DI di;
-    const auto u = hn::BitCast(du, v);
-    const auto sign = hn::And(u, hn::Set(du, 0x80000000u));
-    const auto abs = hn::Xor(u, sign);
-    const VI abs_i = hn::BitCast(di, abs);
-    // Normal halves: rebias the exponent and round the 13 dropped bits to nearest even.
-    const auto odd = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
-    const auto normal =
-        hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(du, 0xc8000fffu)), odd));  // - (112 << 23) + 0xfff
-    // Subnormal halves (and zero): adding 0.5f puts the half's unit 2^-24 at the float's last place, and the
-    // addition rounds to nearest even there.
-    const VF half_magic = hn::Set(df, 0.5f);
-    const auto subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), half_magic)),
-                                   hn::BitCast(du, half_magic));
-    auto bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000))), subnormal, normal);
-    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477fefff))), hn::Set(du, 0x7c00u), bits);
-    const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x1ffu)));
-    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7f800000))), nan, bits);
-    bits = hn::Or(bits, hn::ShiftRight<16>(sign));
-    return hn::DemoteTo(d16, hn::BitCast(di, bits));
+    return hn::DemoteTo(d16, hn::BitCast(DI(), SoftF32ToHalfBits(df, v)));
 #else
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::BitCast(d16, hn::DemoteTo(dh, v));
 #endif
 }
 
-// fp32 -> bf16 bits in the upper 16 bits of each 32-bit lane (the lower 16 are garbage), round to nearest even;
-// NaN stays NaN (quiet), as FloatToBf16. kMayBeNaN false: the caller knows no lane is NaN (the fast path), and
-// the NaN case is skipped.
-template <bool kMayBeNaN = true>
-HWY_INLINE hn::Vec<DU> Bf16RoundedHigh(VF v) {
-    const DU du;
-    const auto u = hn::BitCast(du, v);
-    const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
-    if constexpr (!kMayBeNaN) return rounded;
-    return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(u, hn::Set(du, 0x00400000u)), rounded);
-}
-
+// fp32 -> bf16 bits, round to nearest even (Bf16RoundedHigh); kMayBeNaN false: the caller knows no lane is NaN
+// (the fast path).
 template <bool kMayBeNaN = true>
 HWY_INLINE V16 F32ToBf16(DF /*df*/, VF v) {
     const D16 d16;
     const DI di;
-    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(Bf16RoundedHigh<kMayBeNaN>(v))));
+    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(Bf16RoundedHigh<kMayBeNaN>(DF(), v))));
 }
 
 template <aclDataType kType>
@@ -286,7 +235,7 @@ template <>
 struct Storage<ACL_FLOAT16> {
     using T = uint16_t;
     static constexpr int kExpDegree = 5;
-    static HWY_INLINE VF Load(DF df, const T *p) { return HalfToF32(df, hn::LoadU(D16(), p)); }
+    static HWY_INLINE VF Load(DF df, const T *p) { return HalfBitsToF32(df, hn::LoadU(D16(), p)); }
     template <bool kMayBeNaN = true>
     static HWY_INLINE void Store(DF df, VF v, T *p) { hn::StoreU(F32ToHalf(df, v), D16(), p); }
     template <bool kMayBeNaN = true>
@@ -598,11 +547,11 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
         }
         hn::Vec<DU> re, ro;
         if (HWY_LIKELY(fast)) {
-            re = Bf16RoundedHigh<false>(ve);
-            ro = Bf16RoundedHigh<false>(vo);
+            re = Bf16RoundedHigh<false>(df, ve);
+            ro = Bf16RoundedHigh<false>(df, vo);
         } else {
-            re = Bf16RoundedHigh<true>(ve);
-            ro = Bf16RoundedHigh<true>(vo);
+            re = Bf16RoundedHigh<true>(df, ve);
+            ro = Bf16RoundedHigh<true>(df, vo);
         }
         hn::StoreU(hn::Or(hn::ShiftRight<16>(re), hn::And(ro, upper)), du, reinterpret_cast<uint32_t *>(out + j));
     }
@@ -844,7 +793,6 @@ void GradKernel(const GradKernelArgs &args, const GradTile &tile) {
     }
 }
 
-#undef OPENACLNN_HWY_SOFT_F16
 
 }  // namespace openaclnn::cross_entropy::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -64,6 +64,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/cache_control.h"
+#include "common/hwy_float_convert-inl.h"
 
 #include "common/float_convert.h"
 #include "ops/cross_entropy_loss/kernels/loss_kernel.h"
@@ -84,13 +85,10 @@ using D16 = hn::Rebind<uint16_t, DF>;
 using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
 
-// Targets whose Highway fp16 conversions are emulated (Highway 1.0: no inf/NaN, no round to nearest even) use
-// exact integer sequences; the others have hardware conversions (F16C, NEON).
-#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
-#define OPENACLNN_LOSS_SOFT_F16 1
-#else
-#define OPENACLNN_LOSS_SOFT_F16 0
-#endif
+// The 16-bit conversions (exact integer sequences where Highway emulates fp16; OPENACLNN_HWY_SOFT_F16).
+using openaclnn::HWY_NAMESPACE::Bf16RoundedHigh;
+using openaclnn::HWY_NAMESPACE::HalfBitsToF32;
+using openaclnn::HWY_NAMESPACE::SoftF32ToHalfBits;
 
 // Streaming stores where Highway's Stream writes exactly one full vector (x86 AVX2/AVX-512).
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -169,30 +167,12 @@ HWY_INLINE void StoreLanes(const DoubleLanes &acc, double *out) {
 
 // ---- loads and stores of the three storage types, through fp32 lanes ---------------------------------------------
 
-// fp16 bits -> fp32, exact, inf/NaN kept (the gradient's HalfToF32 sequence on the soft targets).
-HWY_INLINE VF HalfToF32(DF df, hn::Vec<D16> h) {
-#if OPENACLNN_LOSS_SOFT_F16
-    const DU du;
-    const DI di;
-    const auto bits = hn::PromoteTo(du, h);
-    const auto magnitude = hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x7fffu)));
-    const VF scaled = hn::Mul(hn::BitCast(df, magnitude), hn::Set(df, 0x1p112f));
-    const auto special = hn::Or(magnitude, hn::Set(du, 0x7f800000u));
-    const auto is_special = hn::Gt(hn::BitCast(di, magnitude), hn::Set(di, 0x0f7fffff));
-    const auto value = hn::IfThenElse(hn::RebindMask(du, is_special), special, hn::BitCast(du, scaled));
-    return hn::BitCast(df, hn::Or(value, hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u)))));
-#else
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::BitCast(dh, h));
-#endif
-}
-
 template <typename T>
 HWY_INLINE VF LoadRow(DF df, const T *p) {
     if constexpr (std::is_same_v<T, float>) {
         return hn::LoadU(df, p);
     } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
-        return HalfToF32(df, hn::LoadU(D16(), reinterpret_cast<const uint16_t *>(p)));
+        return HalfBitsToF32(df, hn::LoadU(D16(), reinterpret_cast<const uint16_t *>(p)));
     } else {
         const DU du;
         return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(D16(), reinterpret_cast<const uint16_t *>(p)))));
@@ -210,41 +190,11 @@ HWY_INLINE float LoadScalar(const T *p) {
     }
 }
 
-// fp32 -> bf16 bits (in i32 lanes), round to nearest even; NaN stays NaN (quiet). Highway 1.0's DemoteTo to bf16
-// truncates, so the rounding increment is added to the bits here and the truncating shift comes after.
-// kMayBeNaN false: the caller rewrites any row holding a NaN (see LogProbWriter), so NaN lanes may get any bits.
+// fp32 -> bf16 bits (in i32 lanes), round to nearest even (Bf16RoundedHigh). kMayBeNaN false: the caller rewrites
+// any row holding a NaN (see LogProbWriter), so NaN lanes may get any bits.
 template <bool kMayBeNaN = true>
-HWY_INLINE VI Bf16Bits(DF, VF v) {
-    const DI di;
-    const DU du;
-    const auto u = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-    const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), lsb);
-    if constexpr (!kMayBeNaN) return hn::BitCast(di, hn::ShiftRight<16>(rounded));
-    const auto quiet_nan = hn::Or(u, hn::Set(du, 0x00400000u));
-    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
-    return hn::BitCast(di, hn::ShiftRight<16>(bits));
-}
-
-// fp32 -> fp16 bits (in i32 lanes), round to nearest even, subnormals, overflow to infinity, quiet NaN keeping the
-// payload's top bits: the same results as FloatToHalf (common/float_convert.h) and F16C. Soft targets only.
-HWY_INLINE VI HalfBits(DF df, VF v) {
-    const DI di;
-    const DU du;
-    const auto u = hn::BitCast(du, v);
-    const auto sign = hn::And(u, hn::Set(du, 0x80000000u));
-    const auto abs = hn::Xor(u, sign);
-    const VI abs_i = hn::BitCast(di, abs);
-    const auto odd = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
-    const auto normal = hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(du, 0xc8000fffu)), odd));
-    const VF half_magic = hn::Set(df, 0.5f);
-    const auto subnormal =
-        hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), half_magic)), hn::BitCast(du, half_magic));
-    auto bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000))), subnormal, normal);
-    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477fefff))), hn::Set(du, 0x7c00u), bits);
-    const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x1ffu)));
-    bits = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7f800000))), nan, bits);
-    return hn::BitCast(di, hn::Or(bits, hn::ShiftRight<16>(sign)));
+HWY_INLINE VI Bf16Bits(DF df, VF v) {
+    return hn::BitCast(DI(), hn::ShiftRight<16>(Bf16RoundedHigh<kMayBeNaN>(df, v)));
 }
 
 template <typename T, bool kMayBeNaN = true>
@@ -252,8 +202,9 @@ HWY_INLINE void StoreRow(DF df, VF v, T *p) {
     if constexpr (std::is_same_v<T, float>) {
         hn::StoreU(v, df, p);
     } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
-#if OPENACLNN_LOSS_SOFT_F16
-        hn::StoreU(hn::DemoteTo(D16(), HalfBits(df, v)), D16(), reinterpret_cast<uint16_t *>(p));
+#if OPENACLNN_HWY_SOFT_F16
+        hn::StoreU(hn::DemoteTo(D16(), hn::BitCast(DI(), SoftF32ToHalfBits(df, v))), D16(),
+                   reinterpret_cast<uint16_t *>(p));
 #else
         // F16C / NEON conversion: round to nearest even, subnormals, overflow to inf.
         const hn::Rebind<hwy::float16_t, DF> dh;
@@ -808,7 +759,6 @@ void LossRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
     }
 }
 
-#undef OPENACLNN_LOSS_SOFT_F16
 
 }  // namespace openaclnn::cross_entropy_loss::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
