@@ -7,12 +7,9 @@
 //
 //   bench/forward_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -21,24 +18,15 @@
 #include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "common/float_convert.h"
 #include "runtime/runtime.h"
+#include "bench_common.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void Check(int status, const char *what) {
-    if (status != 0) {
-        const char *msg = aclGetRecentErrMsg();
-        std::fprintf(stderr, "%s failed: %d %s\n", what, status, msg ? msg : "");
-        std::abort();
-    }
-}
-
-void *DeviceAlloc(size_t bytes) {
-    void *p = nullptr;
-    Check(aclrtMalloc(&p, bytes, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc");
-    return p;
-}
+using openaclnn_bench::Check;
+using openaclnn_bench::DeviceAlloc;
+using openaclnn_bench::ThreadedCopy;
 
 aclTensor *Tensor(std::vector<int64_t> dims, aclDataType dtype, void *data) {
     std::vector<int64_t> strides(dims.size(), 1);
@@ -114,12 +102,7 @@ void BM_Forward(benchmark::State &state) {
         Check(aclnnCrossEntropyLoss(workspace, ws, executor, stream), "phase 2");
         Check(aclrtSynchronizeStream(stream), "sync");
         const auto t1 = Clock::now();
-#pragma omp parallel num_threads(threads)
-        {
-            const int k = omp_get_thread_num(), team = omp_get_num_threads();
-            const size_t lo = bytes * k / team / 64 * 64, hi = k + 1 == team ? bytes : bytes * (k + 1) / team / 64 * 64;
-            std::memcpy(static_cast<char *>(copy) + lo, static_cast<const char *>(input) + lo, hi - lo);
-        }
+        ThreadedCopy(copy, input, bytes, threads);
         const auto t2 = Clock::now();
         const double op = std::chrono::duration<double>(t1 - t0).count();
         op_seconds += op;

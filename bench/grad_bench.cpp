@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -27,6 +26,7 @@
 #include "common/float_convert.h"
 #include "ops/cross_entropy/grad_plan.h"
 #include "runtime/runtime.h"
+#include "bench_common.h"
 
 namespace {
 
@@ -42,19 +42,9 @@ const Shape kShapes[] = {{4096, 32000}, {8192, 50257}, {2048, 128256}, {1, 15206
 const aclDataType kDtypes[] = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16};
 const char *DtypeName(aclDataType t) { return t == ACL_FLOAT ? "fp32" : t == ACL_FLOAT16 ? "fp16" : "bf16"; }
 
-void Check(int status, const char *what) {
-    if (status != 0) {
-        const char *msg = aclGetRecentErrMsg();
-        std::fprintf(stderr, "%s failed: %d %s\n", what, status, msg ? msg : "");
-        std::abort();
-    }
-}
-
-void *DeviceAlloc(size_t bytes) {
-    void *p = nullptr;
-    Check(aclrtMalloc(&p, bytes, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc");
-    return p;
-}
+using openaclnn_bench::Check;
+using openaclnn_bench::DeviceAlloc;
+using openaclnn_bench::ThreadedCopy;
 
 // One problem's device buffers, kept for every variant of a shape and dtype (allocating and first-touching 3 GB
 // per benchmark would dominate the run).
@@ -182,12 +172,7 @@ void RunOp(Buffers &b, Variant variant) {
 void RunCopy(Buffers &b, int threads) {
     const size_t bytes = static_cast<size_t>(b.shape.n * b.shape.c) * b.elem;
     const int parts = bytes >= (1u << 17) ? threads : 1;
-#pragma omp parallel num_threads(parts)
-    {
-        const int k = omp_get_thread_num(), team = omp_get_num_threads();
-        const size_t begin = bytes * k / team / 64 * 64, end = k + 1 == team ? bytes : bytes * (k + 1) / team / 64 * 64;
-        std::memcpy(static_cast<char *>(b.out) + begin, static_cast<const char *>(b.log_prob) + begin, end - begin);
-    }
+    ThreadedCopy(b.out, b.log_prob, bytes, parts);
 }
 
 void BM_Grad(benchmark::State &state, Shape shape, aclDataType dtype, Variant variant) {

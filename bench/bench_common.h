@@ -1,0 +1,47 @@
+// Helpers shared by the benchmarks: status checks, aclrtMalloc'd buffers and the copy floor.
+#ifndef OPENACLNN_BENCH_BENCH_COMMON_H_
+#define OPENACLNN_BENCH_BENCH_COMMON_H_
+
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "acl/acl.h"
+
+namespace openaclnn_bench {
+
+// Aborts with the call's name, its status and the runtime's last message when status is not 0.
+inline void Check(int status, const char *what) {
+    if (status != 0) {
+        const char *msg = aclGetRecentErrMsg();
+        std::fprintf(stderr, "%s failed: %d %s\n", what, status, msg ? msg : "");
+        std::abort();
+    }
+}
+
+// Device memory as a program for the NPU gets it (HUGE_FIRST: transparent huge pages on this runtime).
+inline void *DeviceAlloc(size_t bytes) {
+    void *p = nullptr;
+    Check(aclrtMalloc(&p, bytes, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc");
+    return p;
+}
+
+// The copy floor: dst <- src, `bytes` split into `parts` contiguous pieces (64-byte aligned boundaries), each
+// copied by its own OpenMP thread.
+inline void ThreadedCopy(void *dst, const void *src, size_t bytes, int parts) {
+#pragma omp parallel num_threads(parts)
+    {
+        const size_t k = static_cast<size_t>(omp_get_thread_num());
+        const size_t team = static_cast<size_t>(omp_get_num_threads());
+        const size_t begin = bytes * k / team / 64 * 64;
+        const size_t end = k + 1 == team ? bytes : bytes * (k + 1) / team / 64 * 64;
+        std::memcpy(static_cast<char *>(dst) + begin, static_cast<const char *>(src) + begin, end - begin);
+    }
+}
+
+}  // namespace openaclnn_bench
+
+#endif  // OPENACLNN_BENCH_BENCH_COMMON_H_
