@@ -30,8 +30,8 @@
 //  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
-//    integer sequence in StoreHalf; bf16: integer rounding on every target, since Highway 1.0's DemoteTo
-//    truncates and the AVX-512 BF16 instruction flushes subnormals).
+//    integer sequence SoftF32ToHalfBits; bf16: integer rounding on every target, since Highway 1.0's DemoteTo
+//    truncates and the AVX-512 BF16 instruction flushes subnormals; both in common/hwy_float_convert-inl.h).
 //
 // Memory: one read of logProb and one write of out per element. Streaming (non-temporal) stores, which skip the
 // read-for-ownership of the output lines, are available above a size threshold (grad_hwy.cpp), off by default
