@@ -18,7 +18,7 @@
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction
-//            (rows with a bias term, b != 0, use fp16's degree 5, see kRowExpDegree)
+//            (lanes that the cancellation guard flags are redone with fp16's degree 5, see kRefineDegree)
 //    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-12 (fp16) of an output
 //    ulp at worst, a result can only be misrounded when the exact value lies that close to a rounding midpoint
 //    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
@@ -271,16 +271,20 @@ HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
     return hn::Sub(m, b);
 }
 
-// The exp's degree for a row: the output type's, except that bf16 rows with a bias term use fp16's degree 5 (with
-// its two-step reduction). Its 2^5 times smaller error lets the cancellation guard below flag 2^5 times fewer lanes
-// (each one recomputed in double), which costs more than the two extra operations per vector (measured: about 2.5%
-// of the vector pairs of a label-smoothed 32000-class row were recomputed with degree 4).
-template <aclDataType kType, BiasKind kBias>
-constexpr int kRowExpDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
+// The exp's degree for every row: the output type's. Where the cancellation guard below flags a lane of a bf16 row,
+// the lane is first recomputed with fp16's degree 5 (kRefineDegree, with its two-step reduction), whose 2^5 times
+// smaller error lets the guard's second test flag 2^5 times fewer lanes; only those are recomputed in double. The
+// bias rows of bf16 thus run the degree-4 exp like its plain rows and pay for degree 5 on flagged vectors only
+// (in the benchmark's label-smoothed bf16 rows, 0.65% of the vectors; 0.02% still go to double).
+template <aclDataType kType>
+constexpr int kRowExpDegree = Storage<kType>::kExpDegree;
+template <aclDataType kType>
+constexpr int kRefineDegree = kType == ACL_BF16 ? 5 : kRowExpDegree<kType>;
 
-template <aclDataType kType, BiasKind kBias, bool kFast>
+// exp(x) a, minus the bias term, with the exp of degree kDegree.
+template <aclDataType kType, BiasKind kBias, bool kFast, int kDegree = kRowExpDegree<kType>>
 HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
-    const VF m = ScaledExp<kRowExpDegree<kType, kBias>, kFast>(df, x, t, a);
+    const VF m = ScaledExp<kDegree, kFast>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
@@ -290,24 +294,28 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
     }
 }
 
-// Cancellation guard for the 16-bit outputs. Where exp(x) a and b w_j nearly cancel, the fp32 value's absolute
-// error (about 2^-22 |b w_j| with the degree-5 exp of such rows) is no longer small against the result's ulp. Lanes
-// with |out| < |b w_j| * kCancellationBound are therefore recomputed in double (StoreExactElement); above that
-// bound the error is under 0.41 ulp of the output (below), so no output is further than one ulp from the
-// correctly rounded value. The guard is a function of each lane's own values,
-// so every target flags the same lanes (determinism holds). fp32 outputs keep the fp32 value: their error bound
-// is stated relative to the terms (a few ulps of max(|exp(x) a|, |b w_j|)).
-//   bf16: exp error <= 2^-22.3 |m|, |m| ~ |b w|, result ulp >= 2^-8 |out| >= 2^-21 |b w|: error <= 0.41 ulp.
-//   fp16: exp error <= 2^-22.3 |m|, result ulp >= 2^-11 |out| >= 2^-21 |b w|: error <= 0.41 ulp.
-template <aclDataType kType>
-constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-13f : 0x1p-10f;
+// Cancellation guard for the 16-bit outputs. Where m = exp(x) a and b w_j nearly cancel, the fp32 value's
+// absolute error (a fixed fraction of |m|, and |m| is about |b w_j| there) is no longer small against the result's
+// ulp. Lanes with |out| < |b w_j| * kCancellationBound are therefore recomputed: with a more accurate exp where the
+// type has one (kRefineDegree, then tested against that degree's bound), else, or if still flagged, in double
+// (StoreExactElement). Above the bound of the degree that computed it, a value's error is under 0.40 ulp of the
+// output (below; |m| <= |out| + |b w_j| <= |out| (1 + 1 / bound)), so no output is further than one ulp from the
+// correctly rounded value. The guard is a function of each lane's own values, so every target flags the same lanes
+// and no lane's value depends on its neighbours (determinism holds). fp32 outputs keep the fp32 value: their error
+// bound is stated relative to the terms (a few ulps of max(|exp(x) a|, |b w_j|)). Errors of m measured over a dense
+// sample and every bf16 input (normal results): degree 4 2^-17.44, degree 5 2^-22.29 (bounds 2^-17.35, 2^-22.3).
+//   bf16, degree 4: error <= 2^-17.35 (1 + 2^8) |out| + 2^-24 |out| <= 2^-9.34 |out|, ulp >= 2^-8 |out|: 0.40 ulp.
+//   bf16, degree 5: error <= 2^-22.3 (1 + 2^13) |out| + 2^-24 |out| <= 2^-9.29 |out|, ulp >= 2^-8 |out|: 0.41 ulp.
+//   fp16, degree 5: error <= 2^-22.3 (1 + 2^10) |out| + 2^-24 |out| <= 2^-12.29 |out|, ulp >= 2^-11 |out|: 0.41 ulp.
+template <aclDataType kType, int kDegree>
+constexpr float kCancellationBound = kType == ACL_BF16 ? (kDegree <= 4 ? 0x1p-8f : 0x1p-13f) : 0x1p-10f;
 
-template <aclDataType kType, BiasKind kBias>
+template <aclDataType kType, BiasKind kBias, int kDegree = kRowExpDegree<kType>>
 HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
     // |b w_j| * bound, formed as (|b| * bound) * |w_j|: the bound is a power of two, so this is the same value
     // (barring subnormals, where either form flags the same way on every target), and |b| * bound is invariant in
     // the row loop, which leaves one multiplication per vector.
-    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>));
+    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType, kDegree>));
     if constexpr (kBias == kWeightBias) {
         return hn::Lt(hn::Abs(value), hn::Mul(scaled_b, hn::Abs(hn::LoadU(df, w))));
     } else {
@@ -338,6 +346,26 @@ HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, co
     std::memcpy(out, out_buf, count * sizeof(T));
 }
 
+// Rounds and stores a vector of results (all lanes) whose lanes `cancelled` the guard flagged for the row's degree:
+// where the type has a more accurate exp (kRefineDegree), those lanes take its value and only the lanes its own
+// guard still flags are recomputed in double (StorePatched); elsewhere all the flagged lanes are. The other lanes
+// keep `value`, so a lane's bits never depend on its neighbours.
+template <aclDataType kType, BiasKind kBias>
+HWY_NOINLINE void StoreCancelled(DF df, VF x, VF value, hn::Mask<DF> cancelled, VF a, VF b,
+                                 const GradRowCoefficients &row, const float *w, typename Storage<kType>::T *out) {
+    constexpr int kRefine = kRefineDegree<kType>;
+    if constexpr (kRefine != kRowExpDegree<kType>) {
+        const VF refined = RowValue<kType, kBias, false, kRefine>(df, x, x, a, b, w);
+        value = hn::IfThenElse(cancelled, refined, value);
+        cancelled = hn::And(cancelled, Cancelled<kType, kBias, kRefine>(df, refined, b, w));
+        if (hn::AllFalse(df, cancelled)) {
+            Storage<kType>::Store(df, value, out);
+            return;
+        }
+    }
+    StorePatched<kType, kBias>(df, x, value, cancelled, row, w, out, hn::Lanes(df));
+}
+
 // Computes and stores one vector (count = lanes, or fewer into a buffer by the caller).
 // kFast: t = ExpShifted(x) is in the row's fast window, and a, b and the weights are finite, so no lane is NaN
 // (t is not used otherwise).
@@ -348,7 +376,7 @@ HWY_INLINE void StoreVector(DF df, VF x, VF t, VF a, VF b, const float *w, const
     if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
         const auto cancelled = Cancelled<kType, kBias>(df, value, b, w);
         if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
-            StorePatched<kType, kBias>(df, x, value, cancelled, row, w, out, hn::Lanes(df));
+            StoreCancelled<kType, kBias>(df, x, value, cancelled, a, b, row, w, out);
             return;
         }
     }
@@ -371,8 +399,8 @@ HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF t0, VF t1, VF a, VF b, const f
         const auto cancelled0 = Cancelled<kType, kBias>(df, value0, b, w0);
         const auto cancelled1 = Cancelled<kType, kBias>(df, value1, b, w1);
         if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(cancelled0, cancelled1)))) {
-            StorePatched<kType, kBias>(df, x0, value0, cancelled0, row, w0, out0, hn::Lanes(df));
-            StorePatched<kType, kBias>(df, x1, value1, cancelled1, row, w1, out1, hn::Lanes(df));
+            StoreCancelled<kType, kBias>(df, x0, value0, cancelled0, a, b, row, w0, out0);
+            StoreCancelled<kType, kBias>(df, x1, value1, cancelled1, a, b, row, w1, out1);
             return;
         }
     }
@@ -501,7 +529,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
     const DU du;
     const size_t lanes = hn::Lanes(df);
     const auto base = hn::Set(du, window.base);
-    constexpr int kDegree = kRowExpDegree<ACL_BF16, kBias>;
+    constexpr int kDegree = kRowExpDegree<ACL_BF16>;
     const auto upper = hn::Set(du, 0xffff0000u);
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         PrefetchAhead(in + j);
@@ -521,7 +549,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
         }
         if constexpr (kBias != kNoBias) {
             // The bias and the cancellation test exactly as SubBias and Cancelled compute them.
-            const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16>));
+            const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16, kDegree>));
             VF limit_e = scaled_b, limit_o = scaled_b;
             if constexpr (kBias == kWeightBias) {
                 VF we, wo;
@@ -566,7 +594,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
                         size_t *done) {
     const size_t lanes = hn::Lanes(df);
     const auto base = hn::Set(DU(), window.base);
-    constexpr int kDegree = kRowExpDegree<kType, kBias>;
+    constexpr int kDegree = kRowExpDegree<kType>;
     const float *wj = w;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if constexpr (kType == ACL_BF16 && !kStream) {
