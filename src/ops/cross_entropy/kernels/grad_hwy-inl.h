@@ -487,12 +487,21 @@ HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite) {
     return window;
 }
 
-// Whether every lane of t0 and t1 is in the window (see FastWindow): a subtraction per vector, then one or, one
-// shift and one comparison for the pair.
+// Whether every lane of t0 and t1 is in the window (see FastWindow): a subtraction per vector, then one or and one
+// test for the pair: no lane of the or may have a bit above the window's 7. On AVX2 and AVX-512 that test is one
+// instruction (vptest, vptestmd), which Highway 1.0 does not offer for a multi-bit mask; elsewhere an and and a
+// comparison. The three forms decide alike, and either path gives the same bits anyway (ScaledExp).
 HWY_INLINE bool InFastWindow(VF t0, VF t1, hn::Vec<DU> base) {
     const DU du;
     const auto d = hn::Or(hn::Sub(hn::BitCast(du, t0), base), hn::Sub(hn::BitCast(du, t1), base));
-    return hn::AllTrue(du, hn::Eq(hn::ShiftRight<kFastWindowBits>(d), hn::Zero(du)));
+    const auto above = hn::Set(du, ~((1u << kFastWindowBits) - 1));
+#if HWY_TARGET == HWY_AVX2
+    return _mm256_testz_si256(d.raw, above.raw) != 0;
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    return _mm512_test_epi32_mask(d.raw, above.raw) == 0;
+#else
+    return hn::AllTrue(du, hn::Eq(hn::And(d, above), hn::Zero(du)));
+#endif
 }
 
 // Software prefetch of the input kPrefetchBytes ahead, on the targets below AVX-512 only. Measured, 4096 x 32000
@@ -518,7 +527,7 @@ HWY_INLINE void PrefetchAhead(const T *p) {
 // lanes, each holding an even-indexed element in its lower half and the next (odd) element in its upper half
 // (little-endian). A shift and a mask give the even and the odd elements as exact floats, each computed exactly
 // as the one-vector path computes it (same operations on the same values: no element depends on where it sits in
-// a vector), and the two rounded results are merged back into pairs by a shift, a mask and an or, replacing the
+// a vector), and the two rounded results are merged back into pairs by a shift and a 16-bit blend, replacing the
 // zero-extensions, packs and lane permutes of Storage<ACL_BF16>. The weights are de-interleaved the same way
 // (LoadInterleaved2). A pair of vectors with a cancelled lane (Cancelled) is redone by the one-vector path, which
 // patches those lanes; the input of the pair is read again, which is safe for out == in because nothing of the
@@ -581,7 +590,14 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
             re = Bf16RoundedHigh<true>(df, ve);
             ro = Bf16RoundedHigh<true>(df, vo);
         }
+        // Each 32-bit lane's upper half from ro, its lower half the upper half of re: one blend of 16-bit lanes (the
+        // one-lane SCALAR target has no 16-bit view of a 32-bit lane: a mask and an or there).
+#if HWY_TARGET == HWY_SCALAR
         hn::StoreU(hn::Or(hn::ShiftRight<16>(re), hn::And(ro, upper)), du, reinterpret_cast<uint32_t *>(out + j));
+#else
+        const hn::Repartition<uint16_t, DU> dh;
+        hn::StoreU(hn::OddEven(hn::BitCast(dh, ro), hn::BitCast(dh, hn::ShiftRight<16>(re))), dh, out + j);
+#endif
     }
     return j;
 }
