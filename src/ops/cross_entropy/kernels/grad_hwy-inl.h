@@ -14,7 +14,7 @@
 //    a multiply-add), a polynomial p(r) for exp(r) by Estrin's scheme (unfused for fp32, fused for fp16/bf16, see
 //    MulAddT) with p a = (p - 1) a + a in one multiply-add, and the scale 2^k applied in two exact halves after the
 //    multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down to -172) or
-//    overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree, kRowExpDegree):
+//    overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree):
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction
@@ -271,18 +271,16 @@ HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
     return hn::Sub(m, b);
 }
 
-// The exp's degree for every row: the output type's. Where the cancellation guard below flags a lane of a bf16 row,
-// the lane is first recomputed with fp16's degree 5 (kRefineDegree, with its two-step reduction), whose 2^5 times
+// Every row runs the exp of its output type's degree (Storage::kExpDegree). Where the cancellation guard below flags
+// a lane of a bf16 row, the lane is first recomputed with fp16's degree 5 (kRefineDegree, with its two-step reduction), whose 2^5 times
 // smaller error lets the guard's second test flag 2^5 times fewer lanes; only those are recomputed in double. The
 // bias rows of bf16 thus run the degree-4 exp like its plain rows and pay for degree 5 on flagged vectors only
 // (in the benchmark's label-smoothed bf16 rows, 0.65% of the vectors; 0.02% still go to double).
 template <aclDataType kType>
-constexpr int kRowExpDegree = Storage<kType>::kExpDegree;
-template <aclDataType kType>
-constexpr int kRefineDegree = kType == ACL_BF16 ? 5 : kRowExpDegree<kType>;
+constexpr int kRefineDegree = kType == ACL_BF16 ? 5 : Storage<kType>::kExpDegree;
 
 // exp(x) a, minus the bias term, with the exp of degree kDegree.
-template <aclDataType kType, BiasKind kBias, bool kFast, int kDegree = kRowExpDegree<kType>>
+template <aclDataType kType, BiasKind kBias, bool kFast, int kDegree = Storage<kType>::kExpDegree>
 HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
     const VF m = ScaledExp<kDegree, kFast>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
@@ -310,7 +308,7 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
 template <aclDataType kType, int kDegree>
 constexpr float kCancellationBound = kType == ACL_BF16 ? (kDegree <= 4 ? 0x1p-8f : 0x1p-13f) : 0x1p-10f;
 
-template <aclDataType kType, BiasKind kBias, int kDegree = kRowExpDegree<kType>>
+template <aclDataType kType, BiasKind kBias, int kDegree = Storage<kType>::kExpDegree>
 HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
     // |b w_j| * bound, formed as (|b| * bound) * |w_j|: the bound is a power of two, so this is the same value
     // (barring subnormals, where either form flags the same way on every target), and |b| * bound is invariant in
@@ -328,8 +326,9 @@ HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
 // widened exactly) with the row's double coefficients.
 template <aclDataType kType, BiasKind kBias>
 HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, const GradRowCoefficients &row,
-                               const float *w, typename Storage<kType>::T *out, size_t count) {
+                               const float *w, typename Storage<kType>::T *out) {
     using T = typename Storage<kType>::T;
+    const size_t count = hn::Lanes(df);
     constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
     alignas(HWY_MAX_BYTES) float x_buf[kMax];
     alignas(HWY_MAX_BYTES) float flag_buf[kMax];
@@ -354,7 +353,7 @@ template <aclDataType kType, BiasKind kBias>
 HWY_NOINLINE void StoreCancelled(DF df, VF x, VF value, hn::Mask<DF> cancelled, VF a, VF b,
                                  const GradRowCoefficients &row, const float *w, typename Storage<kType>::T *out) {
     constexpr int kRefine = kRefineDegree<kType>;
-    if constexpr (kRefine != kRowExpDegree<kType>) {
+    if constexpr (kRefine != Storage<kType>::kExpDegree) {
         const VF refined = RowValue<kType, kBias, false, kRefine>(df, x, x, a, b, w);
         value = hn::IfThenElse(cancelled, refined, value);
         cancelled = hn::And(cancelled, Cancelled<kType, kBias, kRefine>(df, refined, b, w));
@@ -363,7 +362,7 @@ HWY_NOINLINE void StoreCancelled(DF df, VF x, VF value, hn::Mask<DF> cancelled, 
             return;
         }
     }
-    StorePatched<kType, kBias>(df, x, value, cancelled, row, w, out, hn::Lanes(df));
+    StorePatched<kType, kBias>(df, x, value, cancelled, row, w, out);
 }
 
 // Computes and stores one vector (count = lanes, or fewer into a buffer by the caller).
@@ -538,7 +537,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
     const DU du;
     const size_t lanes = hn::Lanes(df);
     const auto base = hn::Set(du, window.base);
-    constexpr int kDegree = kRowExpDegree<ACL_BF16>;
+    constexpr int kDegree = Storage<ACL_BF16>::kExpDegree;
     const auto upper = hn::Set(du, 0xffff0000u);
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         PrefetchAhead(in + j);
@@ -610,7 +609,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
                         size_t *done) {
     const size_t lanes = hn::Lanes(df);
     const auto base = hn::Set(DU(), window.base);
-    constexpr int kDegree = kRowExpDegree<kType>;
+    constexpr int kDegree = Storage<kType>::kExpDegree;
     const float *wj = w;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if constexpr (kType == ACL_BF16 && !kStream) {
