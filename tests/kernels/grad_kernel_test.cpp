@@ -588,6 +588,73 @@ TEST_P(GradKernelTest, FastAndGeneralPathsAgree) {
     }
 }
 
+// bf16 results near and below fp32's smallest normal (2^-126), where a bias term b w_j meets exp(x) a of the same
+// tiny size: the cancellation leaves subnormal results on the pair loop's fast path. The native bf16 conversion of
+// hwy:AVX3_BF16 flushes those to zero, so such rows must keep the integer rounding (NativeBf16Safe); rows whose
+// bias is large enough or small enough for every result to stay normal may use the instruction. Whole rows must
+// give the bits of one-column tiles (the general path, always the integer rounding) and lie within one ulp of the
+// reference, on every kernel.
+TEST_P(GradKernelTest, TinyBiasNearSubnormalResults) {
+    const GradKernelInfo &kernel = *GetParam();
+    std::mt19937 rng(1618);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const int bias_exponents[] = {-131, -127, -125, -124, -123, -122, -121, -119, -117, -115, -112, -108};
+    Problem p;
+    p.dtype = ACL_BF16;
+    p.c = p.in_stride = p.out_stride = 1024 + 9;
+    p.n = 4 * static_cast<int64_t>(std::size(bias_exponents));
+    p.in.assign(p.n * p.c * 2 + 8, 0);
+    p.out.assign(p.n * p.c * 2 + 8, 0);
+    // Half the rows use weights (b w_j), half a constant bias: a problem with weights gives every row w_j, so the
+    // constant-bias rows come from a second problem below.
+    for (int with_weights = 0; with_weights < 2; ++with_weights) {
+        p.weight.clear();
+        if (with_weights) {
+            p.weight.resize(p.c);
+            for (auto &w : p.weight) w = static_cast<float>(0.25 + 2.0 * unit(rng));
+        }
+        p.rows.clear();
+        for (int64_t i = 0; i < p.n; ++i) {
+            const double a = std::ldexp(1.0 + unit(rng), -110);
+            const double b = std::ldexp(1.0 + unit(rng), bias_exponents[i / 4]) * (i % 4 == 3 ? -1.0 : 1.0);
+            p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
+            // x around log(|b| / a), where exp(x) a meets |b|, with jitter: 32 bf16 steps either side.
+            const double x0 = std::log(std::fabs(b) / a);
+            for (int64_t j = 0; j < p.c; ++j) {
+                const double x = x0 - 2.0 + 4.0 * (static_cast<double>(j) + unit(rng)) / static_cast<double>(p.c);
+                StoreFromDouble(ACL_BF16, p.in.data(), i * p.c + j, std::min(x, 0.0));
+            }
+        }
+        const std::string what = std::string(kernel.name) + (with_weights ? " weighted" : " constant bias");
+        Poison(p.out);
+        GradKernelArgs args = p.Args();
+        kernel.run(args, GradTile{0, p.n, 0, p.c});
+        const std::vector<uint8_t> whole = p.out;
+        ExpectMatches(p, whole.data(), p.c, ReferenceOutput(p), what);
+        int64_t subnormal = 0;
+        for (int64_t k = 0; k < p.n * p.c; ++k) {
+            const uint32_t bits = Bits(ACL_BF16, whole.data(), k);
+            subnormal += (bits & 0x7f80u) == 0 && (bits & 0x7fu) != 0;
+        }
+        EXPECT_GT(subnormal, 100) << what;
+        Poison(p.out);
+        for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
+        for (int64_t i = 0; i < p.n; ++i) {
+            int64_t mismatches = 0;
+            std::string first;
+            for (int64_t j = 0; j < p.c; ++j) {
+                const uint32_t got = Bits(ACL_BF16, whole.data(), i * p.c + j);
+                const uint32_t want = Bits(ACL_BF16, p.out.data(), i * p.c + j);
+                if (got != want && mismatches++ == 0) {
+                    first = "col " + std::to_string(j) + " got " + std::to_string(got) + " want " + std::to_string(want);
+                }
+            }
+            EXPECT_EQ(mismatches, 0) << what << " row " << i << " a " << p.rows[i].a << " b " << p.rows[i].b
+                                     << ", first at " << first;
+        }
+    }
+}
+
 TEST_P(GradKernelTest, InPlace) {
     const GradKernelInfo &kernel = *GetParam();
     for (aclDataType dtype : kDtypes) {

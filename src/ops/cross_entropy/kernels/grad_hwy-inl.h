@@ -522,6 +522,36 @@ HWY_INLINE void PrefetchAhead(const T *p) {
     }
 }
 
+// The AVX-512 BF16 instruction vcvtne2ps2bf16 (AMD Zen 4 and later, Intel Cooper Lake and Sapphire Rapids): two
+// vectors of fp32 rounded to bf16 in one instruction. It rounds to nearest even exactly as Bf16RoundedHigh does,
+// NaN included (the quiet bit set, the payload truncated), but flushes subnormal inputs and results to zero: the
+// callers use it only for pairs whose every value is a normal number or infinite (NativeBf16Safe). It runs in the
+// kernel "hwy:AVX3_BF16", a second compilation of this target's code, listed where the CPU has the instruction; so
+// the same bits come from both kernels, and the tests compare them on such CPUs.
+#undef OPENACLNN_GRAD_NATIVE_BF16
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define OPENACLNN_GRAD_NATIVE_BF16 1
+#ifndef OPENACLNN_NATIVE_BF16_ATTR
+#define OPENACLNN_NATIVE_BF16_ATTR __attribute__((target(HWY_TARGET_STR ",avx512bf16")))
+#endif
+
+// out[2i] = even[i], out[2i + 1] = odd[i], rounded to bf16: the instruction packs `even` into the lower and `odd`
+// into the upper 16 lanes, and one 16-bit permute interleaves them. Not always_inline: the pair loop that calls it
+// is inlined into GradTileNativeBf16, which has the instruction set to inline this too (GCC refuses an
+// always_inline call from the pair loop's own body, which lacks it).
+OPENACLNN_NATIVE_BF16_ATTR inline void StoreBf16PairsNative(VF even, VF odd, uint16_t *out) {
+    alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                             8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512bh packed = _mm512_cvtne2ps_pbh(odd.raw, even.raw);
+    __m512i bits;
+    static_assert(sizeof(bits) == sizeof(packed), "512-bit vectors");
+    std::memcpy(&bits, &packed, sizeof(bits));
+    _mm512_storeu_si512(out, _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), bits));
+}
+#else
+#define OPENACLNN_GRAD_NATIVE_BF16 0
+#endif
+
 // bf16 without widening or narrowing shuffles: a vector of 2 * lanes bf16 values is loaded as `lanes` 32-bit
 // lanes, each holding an even-indexed element in its lower half and the next (odd) element in its upper half
 // (little-endian). A shift and a mask give the even and the odd elements as exact floats, each computed exactly
@@ -531,7 +561,7 @@ HWY_INLINE void PrefetchAhead(const T *p) {
 // (LoadInterleaved2). A pair of vectors with a cancelled lane (Cancelled) is redone by the one-vector path, which
 // patches those lanes; the input of the pair is read again, which is safe for out == in because nothing of the
 // pair has been written yet. Returns the first column not done.
-template <BiasKind kBias>
+template <BiasKind kBias, bool kNative>
 HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, size_t j, size_t count, VF a, VF b,
                                    const float *w, const GradRowCoefficients &row, FastWindow window) {
     const DU du;
@@ -581,6 +611,14 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
                 continue;
             }
         }
+#if OPENACLNN_GRAD_NATIVE_BF16
+        if constexpr (kNative) {
+            if (HWY_LIKELY(fast)) {
+                StoreBf16PairsNative(ve, vo, out + j);
+                continue;
+            }
+        }
+#endif
         hn::Vec<DU> re, ro;
         if (HWY_LIKELY(fast)) {
             re = Bf16RoundedHigh<false>(df, ve);
@@ -603,7 +641,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
 
 // out[j, count) from in[j, count); w is the weight of column 0 (kWeightBias only). Reads each input vector before
 // writing the output vector at the same place, so out == in works.
-template <aclDataType kType, BiasKind kBias, bool kStream>
+template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative = false>
 HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
                         size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, FastWindow window,
                         size_t *done) {
@@ -613,7 +651,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     const float *wj = w;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if constexpr (kType == ACL_BF16 && !kStream) {
-        j = RowLoopBf16Pairs<kBias>(df, in, out, j, count, a, b, w, row, window);
+        j = RowLoopBf16Pairs<kBias, kNative>(df, in, out, j, count, a, b, w, row, window);
     }
 #endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
@@ -640,9 +678,11 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     *done = j;
 }
 
-template <aclDataType kType, BiasKind kBias>
+// native: the row may use the native bf16 conversion (kNative kernels, NativeBf16Safe).
+template <aclDataType kType, BiasKind kBias, bool kNative>
 HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
-                           const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream) {
+                           const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream,
+                           bool native) {
     using T = typename Storage<kType>::T;
     if (HWY_UNLIKELY(RowNeedsDouble(row))) {
         StoreExactRow(kType, in, out, count, row, w);
@@ -667,6 +707,8 @@ HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storag
     }
     if (stream) {
         RowLoop<kType, kBias, true>(df, in, out, j, count, a, b, w, row, window, &j);
+    } else if (kNative && native) {
+        RowLoop<kType, kBias, false, kNative>(df, in, out, j, count, a, b, w, row, window, &j);
     } else {
         RowLoop<kType, kBias, false>(df, in, out, j, count, a, b, w, row, window, &j);
     }
@@ -684,9 +726,12 @@ HWY_INLINE void ZeroSegment(T *out, size_t count) {
 //            m - b * w_j is m, bit for bit (-0 included), which is what lets a row with b == +0 skip the bias.
 //            A negative weight would make b * w_j = -0, and -0 - (-0) = +0 differs from -0.
 // Both only select among paths that give the same bits, so tiles that see different columns still agree.
+//  min_nonzero, max: the least nonzero and the greatest |w_j| (for NativeBf16Safe; meaningful when finite).
 struct WeightTraits {
     bool finite = true;
     bool positive = true;
+    float min_nonzero = HUGE_VALF;
+    float max = 0.0f;
 };
 
 HWY_INLINE WeightTraits WeightsOf(const float *w, size_t count) {
@@ -696,41 +741,66 @@ HWY_INLINE WeightTraits WeightsOf(const float *w, size_t count) {
     const DI di;
     const size_t lanes = hn::Lanes(df);
     const VI inf_bits = hn::Set(di, 0x7f800000);
+    const VF inf = hn::Set(df, HUGE_VALF);
     auto finite = hn::Eq(hn::Zero(di), hn::Zero(di));
     auto positive = finite;
+    VF min_nonzero = inf;
+    VF max = hn::Zero(df);
     size_t j = 0;
     for (; j + lanes <= count; j += lanes) {
         const VI bits = hn::BitCast(di, hn::LoadU(df, w + j));
+        const VI abs_bits = hn::And(bits, hn::Set(di, 0x7fffffff));
         // As signed integers, finite non-negative floats are exactly the bit patterns in [0, 0x7f800000).
-        finite = hn::And(finite, hn::Lt(hn::And(bits, hn::Set(di, 0x7fffffff)), inf_bits));
+        finite = hn::And(finite, hn::Lt(abs_bits, inf_bits));
         positive = hn::And(positive, hn::Lt(bits, inf_bits));
+        const VF abs = hn::BitCast(df, abs_bits);
+        min_nonzero = hn::Min(min_nonzero, hn::IfThenElse(hn::Eq(abs, hn::Zero(df)), inf, abs));
+        max = hn::Max(max, abs);
     }
     traits.finite = hn::AllTrue(di, finite);
     traits.positive = hn::AllTrue(di, hn::And(finite, positive));
+    traits.min_nonzero = hn::GetLane(hn::MinOfLanes(df, min_nonzero));
+    traits.max = hn::GetLane(hn::MaxOfLanes(df, max));
     for (; j < count; ++j) {
         traits.finite = traits.finite && std::isfinite(w[j]);
         traits.positive = traits.positive && std::isfinite(w[j]) && !std::signbit(w[j]);
+        const float abs = std::fabs(w[j]);
+        if (abs != 0.0f) traits.min_nonzero = HWY_MIN(traits.min_nonzero, abs);
+        traits.max = HWY_MAX(traits.max, abs);
     }
     return traits;
 }
 
+// Whether the native bf16 conversion (StoreBf16PairsNative, which flushes subnormals) may round the pair loop's
+// fast-path values of a row whose bias term is b w_j, for |b| = b_abs and the nonzero |w_j| within [w_min_nonzero,
+// w_max]. Those values are v = exp(x) a - b w_j with |exp(x) a| >= 2^-125 (a normal number: FastWindow) that the
+// cancellation guard lets through, so |v| >= (|b| 2^-8) |w_j|, rounded once (|b| 2^-8 is exact for |b| >= 2^-110).
+// Hence v is normal where |b w_j| >= 2^-116 (2^-124 and the rounding: well above 2^-126), and also where
+// |b w_j| < 2^-126 (|v| > 2^-125 - 2^-126); w_j = 0 gives v = exp(x) a. A row without weights has w_j = 1.
+HWY_INLINE bool NativeBf16Safe(double b_abs, double w_min_nonzero, double w_max) {
+    return (b_abs >= 0x1p-110 && b_abs * w_min_nonzero >= 0x1p-116) || b_abs * w_max < 0x1p-126;
+}
+
 // One row's segment with the bias kind the row needs (see BiasKind); w is the weight of column 0 or nullptr.
-template <aclDataType kType>
+template <aclDataType kType, bool kNative>
 HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
                                   size_t count, const GradRowCoefficients &row, const float *w, WeightTraits weights,
                                   bool stream) {
+    const double b_abs = std::fabs(static_cast<double>(static_cast<float>(row.b)));
     if (row.b == 0.0 && !std::signbit(row.b) && weights.positive) {
-        RowSegment<kType, kNoBias>(in, out, count, row, nullptr, weights.finite, stream);
+        RowSegment<kType, kNoBias, kNative>(in, out, count, row, nullptr, weights.finite, stream, true);
     } else if (w == nullptr) {
-        RowSegment<kType, kConstBias>(in, out, count, row, nullptr, weights.finite, stream);
+        RowSegment<kType, kConstBias, kNative>(in, out, count, row, nullptr, weights.finite, stream,
+                                               NativeBf16Safe(b_abs, 1.0, 1.0));
     } else {
-        RowSegment<kType, kWeightBias>(in, out, count, row, w, weights.finite, stream);
+        RowSegment<kType, kWeightBias, kNative>(in, out, count, row, w, weights.finite, stream,
+                                                NativeBf16Safe(b_abs, weights.min_nonzero, weights.max));
     }
 }
 
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
-template <aclDataType kType>
-void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
+template <aclDataType kType, bool kNative>
+HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
     using T = typename Storage<kType>::T;
     const T *in_base = static_cast<const T *>(args.log_prob);
     T *out_base = static_cast<T *>(args.out);
@@ -750,7 +820,7 @@ void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
         // The target column is recomputed in double at the end; read its input first (out may be logProb).
         const bool has_col = row.col >= tile.col_begin && row.col < tile.col_end;
         const T x_col = has_col ? in[row.col - tile.col_begin] : T{};
-        RowSegmentAnyBias<kType>(in, out, count, row, w, weights, stream);
+        RowSegmentAnyBias<kType, kNative>(in, out, count, row, w, weights, stream);
         if (has_col) {
             const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
             StoreTargetElement(kType, &x_col, out + (row.col - tile.col_begin), row, weight);
@@ -769,8 +839,8 @@ void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
 // same cache lines. The row is gathered before anything of it is written, so out == logProb works.
 constexpr size_t kGatherColumns = 512;  // 2 KiB of fp32 per buffer; a multiple of every vector's lane count
 
-template <aclDataType kType>
-void GradTileGathered(const GradKernelArgs &args, const GradTile &tile) {
+template <aclDataType kType, bool kNative>
+HWY_INLINE void GradTileGathered(const GradKernelArgs &args, const GradTile &tile) {
     using T = typename Storage<kType>::T;
     const T *in_base = static_cast<const T *>(args.log_prob);
     T *out_base = static_cast<T *>(args.out);
@@ -798,7 +868,7 @@ void GradTileGathered(const GradKernelArgs &args, const GradTile &tile) {
             }
             const T *in = in_base + i * args.log_prob_row_stride + j0 * in_cs;
             for (size_t k = 0; k < count; ++k) in_buf[k] = in[static_cast<int64_t>(k) * in_cs];
-            RowSegmentAnyBias<kType>(in_buf, out_buf, count, row, w, weights, /*stream=*/false);
+            RowSegmentAnyBias<kType, kNative>(in_buf, out_buf, count, row, w, weights, /*stream=*/false);
             if (row.col >= j0 && row.col < j0 + static_cast<int64_t>(count)) {
                 const size_t k = static_cast<size_t>(row.col - j0);
                 StoreTargetElement(kType, &in_buf[k], &out_buf[k], row, w ? static_cast<double>(w[k]) : 1.0);
@@ -808,34 +878,54 @@ void GradTileGathered(const GradKernelArgs &args, const GradTile &tile) {
     }
 }
 
-template <aclDataType kType>
-void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
+// kNative: the pair loop of bf16 rows uses the native conversion (GradKernelNativeBf16).
+template <aclDataType kType, bool kNative>
+HWY_INLINE void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
     const int64_t count = tile.col_end - tile.col_begin;
     if (count <= 0 || tile.row_end <= tile.row_begin) return;
     // One column needs no column stride at all (the weight is read at its own index).
     const bool contiguous = count == 1 || (args.log_prob_col_stride == 1 && args.out_col_stride == 1 &&
                                            (args.weight == nullptr || args.weight_stride == 1));
     if (contiguous) {
-        GradTileContiguous<kType>(args, tile);
+        GradTileContiguous<kType, kNative>(args, tile);
     } else {
-        GradTileGathered<kType>(args, tile);
+        GradTileGathered<kType, kNative>(args, tile);
     }
+}
+
+template <aclDataType kType>
+HWY_NOINLINE void GradTileOf(const GradKernelArgs &args, const GradTile &tile) {
+    GradTileTyped<kType, false>(args, tile);
 }
 
 void GradKernel(const GradKernelArgs &args, const GradTile &tile) {
     switch (args.dtype) {
         case ACL_FLOAT:
-            GradTileTyped<ACL_FLOAT>(args, tile);
+            GradTileOf<ACL_FLOAT>(args, tile);
             break;
         case ACL_FLOAT16:
-            GradTileTyped<ACL_FLOAT16>(args, tile);
+            GradTileOf<ACL_FLOAT16>(args, tile);
             break;
         default:
-            GradTileTyped<ACL_BF16>(args, tile);
+            GradTileOf<ACL_BF16>(args, tile);
             break;
     }
 }
 
+#if OPENACLNN_GRAD_NATIVE_BF16
+OPENACLNN_NATIVE_BF16_ATTR HWY_NOINLINE void GradTileNativeBf16(const GradKernelArgs &args, const GradTile &tile) {
+    GradTileTyped<ACL_BF16, true>(args, tile);
+}
+
+// GradKernel with the native bf16 conversion: the same bits, for CPUs with AVX-512 BF16 (grad_hwy.cpp lists it).
+void GradKernelNativeBf16(const GradKernelArgs &args, const GradTile &tile) {
+    if (args.dtype == ACL_BF16) {
+        GradTileNativeBf16(args, tile);
+    } else {
+        GradKernel(args, tile);
+    }
+}
+#endif
 
 }  // namespace openaclnn::cross_entropy::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -20,6 +20,10 @@
 #include <cmath>
 #include <vector>
 
+#if HWY_ARCH_X86
+#include <cpuid.h>
+#endif
+
 #include "common/float_convert.h"
 #include "ops/common/element_access.h"
 #include "kernels/grad_hwy_shared.h"
@@ -74,17 +78,32 @@ bool HwySupports(const GradKernelArgs &args) {
     return args.dtype == ACL_FLOAT || args.dtype == ACL_FLOAT16 || args.dtype == ACL_BF16;
 }
 
+// Whether the CPU has the AVX-512 BF16 instructions (CPUID leaf 7, sub-leaf 1, EAX bit 5). The OS's support of the
+// AVX-512 state comes with the AVX3 target, which the entry below also requires.
+bool CpuHasAvx512Bf16() {
+#if HWY_ARCH_X86
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return (eax & (1u << 5)) != 0;
+#else
+    return false;
+#endif
+}
+
 struct HwyKernelEntry {
     int64_t target;  // Highway target bit
     GradKernelInfo info;
+    bool needs_avx512_bf16;
 };
 
 #define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
-    HwyKernelEntry { HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK} }
+    HwyKernelEntry { HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK}, false }
 
-// Best first.
+// Best first. AVX3_BF16 is the AVX3 code with bf16 results rounded by the AVX-512 BF16 instruction (the same bits;
+// grad_hwy-inl.h, StoreBf16PairsNative).
 const HwyKernelEntry kHwyKernels[] = {
 #if HWY_TARGETS & HWY_AVX3
+    HwyKernelEntry{HWY_AVX3, {"hwy:AVX3_BF16", HwySupports, &N_AVX3::GradKernelNativeBf16, kGradIsaAvx512}, true},
     OPENACLNN_HWY_ENTRY(AVX3, N_AVX3, kGradIsaAvx512),
 #endif
 #if HWY_TARGETS & HWY_AVX2
@@ -118,7 +137,9 @@ std::vector<const GradKernelInfo *> HwyGradKernels() {
     std::vector<const GradKernelInfo *> kernels;
     const int64_t supported = hwy::SupportedTargets();
     for (const HwyKernelEntry &entry : kHwyKernels) {
-        if (supported & entry.target) kernels.push_back(&entry.info);
+        if ((supported & entry.target) && (!entry.needs_avx512_bf16 || CpuHasAvx512Bf16())) {
+            kernels.push_back(&entry.info);
+        }
     }
     return kernels;
 }
