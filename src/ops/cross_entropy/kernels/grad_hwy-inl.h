@@ -503,22 +503,26 @@ HWY_INLINE bool InFastWindow(VF t0, VF t1, hn::Vec<DU> base) {
 #endif
 }
 
-// Software prefetch of the input kPrefetchBytes ahead, on the targets below AVX-512 only. Measured, 4096 x 32000
-// fp32, 2 threads, interleaved runs against builds without it: on an AVX2 machine (AMD Zen 1) it takes the plain
-// rows from about 2.1x to 1.6-1.75x the copy's time (2, 4 and 8 KiB ahead alike; the 16-bit rows, bound by their
-// arithmetic there, do not change); on an AVX-512 machine (AMD Zen 5) it gained nothing and cost a few percent on
-// plain rows. It only changes when lines arrive, never a value.
+// Software prefetch of the input kPrefetchBytes<kBias> ahead. It only changes when lines arrive, never a value.
+// Measured, 4096 x 32000, 2 threads, interleaved runs against builds without it (x copy, medians):
+//  * AVX2 machine (AMD Zen 1): 4 KiB ahead takes fp32 plain rows from about 2.1x to 1.6-1.75x (2, 4 and 8 KiB ahead
+//    alike; the 16-bit rows, bound by their arithmetic there, do not change). Every row prefetches.
+//  * AVX-512 machine (AMD Zen 5): rows with a bias term (label smoothing) gain, 2 KiB ahead taking fp32
+//    smoothed+weighted from 1.51-1.61x to 1.22-1.35x and bf16 from 2.21-2.30x to 1.83-1.86x; rows without one do not
+//    (fp32 plain unchanged, bf16 plain 1.08-1.14x -> 1.16-1.26x), so only bias rows prefetch there. 1 and 4 KiB
+//    ahead gained less on the bias rows.
+template <BiasKind kBias>
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr size_t kPrefetchBytes = 0;
+constexpr size_t kPrefetchBytes = kBias == kNoBias ? 0 : 2048;
 #else
 constexpr size_t kPrefetchBytes = 4096;
 #endif
 
 // A hint, which never faults; the address may lie past the row's end, so it is formed as an integer.
-template <typename T>
+template <BiasKind kBias, typename T>
 HWY_INLINE void PrefetchAhead(const T *p) {
-    if constexpr (kPrefetchBytes != 0) {
-        hwy::Prefetch(reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes));
+    if constexpr (kPrefetchBytes<kBias> != 0) {
+        hwy::Prefetch(reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes<kBias>));
     }
 }
 
@@ -570,7 +574,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
     constexpr int kDegree = Storage<ACL_BF16>::kExpDegree;
     const auto upper = hn::Set(du, 0xffff0000u);
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
-        PrefetchAhead(in + j);
+        PrefetchAhead<kBias>(in + j);
         const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(in + j));
         const VF xe = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
         const VF xo = hn::BitCast(df, hn::And(pairs, upper));
@@ -656,7 +660,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
 #endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
-        PrefetchAhead(in + j);
+        PrefetchAhead<kBias>(in + j);
         const VF x0 = Storage<kType>::Load(df, in + j);
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
         // A NaN lane's t is NaN, outside the window, so it sends its vectors down the general path.
