@@ -31,7 +31,8 @@
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
 //    integer sequence SoftF32ToHalfBits; bf16: integer rounding on every target, since Highway 1.0's DemoteTo
-//    truncates and the AVX-512 BF16 instruction flushes subnormals; both in common/hwy_float_convert-inl.h).
+//    truncates; both in common/hwy_float_convert-inl.h). The kernel hwy:AVX3_BF16 rounds bf16 with the AVX-512 BF16
+//    instruction instead, which flushes subnormals, only where no value can be subnormal (StoreBf16PairsNative).
 //
 // Memory: one read of logProb and one write of out per element. Streaming (non-temporal) stores, which skip the
 // read-for-ownership of the output lines, are available above a size threshold (grad_hwy.cpp), off by default
