@@ -605,8 +605,8 @@ TEST_P(GradKernelTest, TinyBiasNearSubnormalResults) {
     p.n = 4 * static_cast<int64_t>(std::size(bias_exponents));
     p.in.assign(p.n * p.c * 2 + 8, 0);
     p.out.assign(p.n * p.c * 2 + 8, 0);
-    // Half the rows use weights (b w_j), half a constant bias: a problem with weights gives every row w_j, so the
-    // constant-bias rows come from a second problem below.
+    // Two passes over the same rows: a constant bias b (no weights), then a bias b w_j (weights, which apply to
+    // every row of a problem).
     for (int with_weights = 0; with_weights < 2; ++with_weights) {
         p.weight.clear();
         if (with_weights) {

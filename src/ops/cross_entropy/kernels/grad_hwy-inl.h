@@ -683,7 +683,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     *done = j;
 }
 
-// native: the row may use the native bf16 conversion (kNative kernels, NativeBf16Safe).
+// native: the row may use the native bf16 conversion (only ever true in kNative kernels, see NativeBf16Safe).
 template <aclDataType kType, BiasKind kBias, bool kNative>
 HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
                            const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream,
@@ -712,7 +712,7 @@ HWY_INLINE void RowSegment(const typename Storage<kType>::T *in, typename Storag
     }
     if (stream) {
         RowLoop<kType, kBias, true>(df, in, out, j, count, a, b, w, row, window, &j);
-    } else if (kNative && native) {
+    } else if (native) {
         RowLoop<kType, kBias, false, kNative>(df, in, out, j, count, a, b, w, row, window, &j);
     } else {
         RowLoop<kType, kBias, false>(df, in, out, j, count, a, b, w, row, window, &j);
@@ -793,13 +793,13 @@ HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename
                                   bool stream) {
     const double b_abs = std::fabs(static_cast<double>(static_cast<float>(row.b)));
     if (row.b == 0.0 && !std::signbit(row.b) && weights.positive) {
-        RowSegment<kType, kNoBias, kNative>(in, out, count, row, nullptr, weights.finite, stream, true);
+        RowSegment<kType, kNoBias, kNative>(in, out, count, row, nullptr, weights.finite, stream, kNative);
     } else if (w == nullptr) {
         RowSegment<kType, kConstBias, kNative>(in, out, count, row, nullptr, weights.finite, stream,
-                                               NativeBf16Safe(b_abs, 1.0, 1.0));
+                                               kNative && NativeBf16Safe(b_abs, 1.0, 1.0));
     } else {
         RowSegment<kType, kWeightBias, kNative>(in, out, count, row, w, weights.finite, stream,
-                                                NativeBf16Safe(b_abs, weights.min_nonzero, weights.max));
+                                                kNative && NativeBf16Safe(b_abs, weights.min_nonzero, weights.max));
     }
 }
 

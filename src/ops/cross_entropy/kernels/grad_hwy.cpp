@@ -20,10 +20,6 @@
 #include <cmath>
 #include <vector>
 
-#if HWY_ARCH_X86
-#include <cpuid.h>
-#endif
-
 #include "common/float_convert.h"
 #include "ops/common/element_access.h"
 #include "kernels/grad_hwy_shared.h"
@@ -78,13 +74,11 @@ bool HwySupports(const GradKernelArgs &args) {
     return args.dtype == ACL_FLOAT || args.dtype == ACL_FLOAT16 || args.dtype == ACL_BF16;
 }
 
-// Whether the CPU has the AVX-512 BF16 instructions (CPUID leaf 7, sub-leaf 1, EAX bit 5). The OS's support of the
-// AVX-512 state comes with the AVX3 target, which the entry below also requires.
+// Whether the CPU has the AVX-512 BF16 instructions (the compiler's CPUID check). The OS's support of the AVX-512
+// state comes with the AVX3 target, which the entry below also requires.
 bool CpuHasAvx512Bf16() {
 #if HWY_ARCH_X86
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
-    return (eax & (1u << 5)) != 0;
+    return __builtin_cpu_supports("avx512bf16");
 #else
     return false;
 #endif
