@@ -19,15 +19,17 @@ uint64_t SetStreamingThreshold(uint64_t bytes);
 void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight);
 
 // Whether a row's coefficients are outside what the vector path's fp32 arithmetic represents exactly enough: |a|
-// or |b| nonzero and finite but outside [2^-125, 2^126] (a gradLoss near fp32's smallest values, a total weight near
-// its largest). As floats they would be subnormal, zero or infinite, or exp(r) * a could leave the normal range
-// before its scaling by 2^k; such rows are computed element by element in double instead (StoreExactRow).
+// nonzero and finite but outside [2^-125, 2^76], or |b| outside [2^-125, 2^126] (a gradLoss near fp32's smallest or
+// beyond 1e22, a total weight near fp32's limits). As floats they would be subnormal, zero or infinite, or exp(r) * a
+// could leave the normal range before its scaling by 2^k. And the vector path clamps x to [-172, 176] before its
+// exp, where exp(-172) * |a| < 2^-172 is zero in every output format only for |a| <= 2^76 (with |a| = 2^100, an
+// input of -180 gave 2^-148 instead of 0). Such rows are computed element by element in double (StoreExactRow).
 inline bool RowNeedsDouble(const GradRowCoefficients &row) {
-    const auto outside = [](double v) {
+    const auto outside = [](double v, double top) {
         const double m = std::fabs(v);
-        return m != 0.0 && std::isfinite(m) && (m < 0x1p-125 || m > 0x1p126);
+        return m != 0.0 && std::isfinite(m) && (m < 0x1p-125 || m > top);
     };
-    return outside(row.a) || outside(row.b);
+    return outside(row.a, 0x1p76) || outside(row.b, 0x1p126);
 }
 
 // out[j] = round(exp(in[j]) * a - b * w[j]) for j in [0, count), each in double as StoreExactElement; in and out
