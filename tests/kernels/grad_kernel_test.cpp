@@ -683,6 +683,52 @@ TEST_P(GradKernelTest, TinyBiasNearSubnormalResults) {
     }
 }
 
+// Lanes that the bf16 guard flags and the refinement degree then passes (|v| between 2^-13 and 2^-8 of |b w_j|),
+// in a row where the native bf16 conversion is otherwise safe (|b| >= 2^-110, |b w_j| >= 2^-116: NativeBf16Safe)
+// but where such a refined v falls below 2^-126: the pair loop must round those pairs with the integer sequence, as
+// the one-vector path does, not with the instruction that flushes subnormals. The weights are chosen so that
+// exp(x_j) a = b w_j (1 + delta_j) with |delta_j| in [2^-12, 3 2^-12] in most columns; whole rows must give the
+// bits of one-column tiles and lie within one ulp of the reference, on every kernel.
+TEST_P(GradKernelTest, RefinedLanesNearSubnormal) {
+    const GradKernelInfo &kernel = *GetParam();
+    std::mt19937 rng(2718);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    Problem p;
+    p.dtype = ACL_BF16;
+    p.n = 3;
+    p.c = p.in_stride = p.out_stride = 2048 + 13;
+    p.in.assign(p.n * p.c * 2 + 8, 0);
+    p.out.assign(p.n * p.c * 2 + 8, 0);
+    const double a = std::ldexp(1.0 + unit(rng), -110);
+    const double b = std::ldexp(1.0 + unit(rng), -100);
+    for (int64_t i = 0; i < p.n; ++i) p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
+    for (int64_t j = 0; j < p.c; ++j) {
+        const double x = -4.0 + static_cast<double>(j) / static_cast<double>(p.c);
+        for (int64_t i = 0; i < p.n; ++i) StoreFromDouble(ACL_BF16, p.in.data(), i * p.c + j, x);
+        const double xb = ToDouble(ACL_BF16, p.in.data(), j);
+        const double delta = j % 7 == 6 ? 0.0625 : std::ldexp(1.0 + static_cast<double>(j % 3), -12) * (j % 2 ? 1 : -1);
+        p.weight.push_back(static_cast<float>(std::exp(xb) * a / (b * (1.0 + delta))));
+    }
+    Poison(p.out);
+    GradKernelArgs args = p.Args();
+    kernel.run(args, GradTile{0, p.n, 0, p.c});
+    const std::vector<uint8_t> whole = p.out;
+    ExpectMatches(p, whole.data(), p.c, ReferenceOutput(p), std::string(kernel.name) + " refined near subnormal");
+    int64_t subnormal = 0;
+    for (int64_t k = 0; k < p.n * p.c; ++k) {
+        const uint32_t bits = Bits(ACL_BF16, whole.data(), k);
+        subnormal += (bits & 0x7f80u) == 0 && (bits & 0x7fu) != 0;
+    }
+    EXPECT_GT(subnormal, p.n * p.c / 8) << kernel.name;
+    Poison(p.out);
+    for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
+    int64_t mismatches = 0;
+    for (int64_t k = 0; k < p.n * p.c; ++k) {
+        mismatches += Bits(ACL_BF16, whole.data(), k) != Bits(ACL_BF16, p.out.data(), k);
+    }
+    EXPECT_EQ(mismatches, 0) << kernel.name << ": whole rows differ from one-column tiles";
+}
+
 TEST_P(GradKernelTest, InPlace) {
     const GradKernelInfo &kernel = *GetParam();
     for (aclDataType dtype : kDtypes) {
