@@ -634,6 +634,28 @@ OPENACLNN_NATIVE_BF16_ATTR inline void StoreBf16PairsNative(VF even, VF odd, uin
 #define OPENACLNN_GRAD_NATIVE_BF16 0
 #endif
 
+// Subtracts the bias term from both halves of a pair (we, wo: their weights, rows with weights only) and flags
+// their cancelled lanes for the exp of degree kDegree, exactly as SubBias and Cancelled do.
+template <BiasKind kBias, int kDegree>
+HWY_INLINE void PairSubBias(DF df, VF b, VF we, VF wo, VF &ve, VF &vo, hn::Mask<DF> &cancelled_e,
+                            hn::Mask<DF> &cancelled_o) {
+    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16, kDegree>));
+    VF limit_e = scaled_b, limit_o = scaled_b;
+    if constexpr (kHasWeights<kBias>) {
+        ve = Fma(df, hn::Neg(b), we, ve);
+        vo = Fma(df, hn::Neg(b), wo, vo);
+        limit_e = hn::Mul(scaled_b, AbsWeight<kBias>(we));
+        limit_o = hn::Mul(scaled_b, AbsWeight<kBias>(wo));
+    } else {
+        (void)we;
+        (void)wo;
+        ve = hn::Sub(ve, b);
+        vo = hn::Sub(vo, b);
+    }
+    cancelled_e = hn::Lt(hn::Abs(ve), limit_e);
+    cancelled_o = hn::Lt(hn::Abs(vo), limit_o);
+}
+
 // The pair loop's refinement of flagged lanes (fast path only): the lanes that Cancelled flagged in ve and vo take
 // the value of the refinement degree (kRefineDegree, whose fast path gives the bits of StoreCancelled's general one,
 // see ScaledExp; t is the same for both degrees), minus the bias term exactly as SubBias forms it. Returns false,
@@ -646,22 +668,9 @@ HWY_INLINE bool RefinePair(DF df, VF xe, VF xo, VF te, VF to, VF a, VF b, VF we,
     constexpr int kRefine = kRefineDegree<ACL_BF16>;
     VF re = ScaledExp<kRefine, true>(df, xe, te, a);
     VF ro = ScaledExp<kRefine, true>(df, xo, to, a);
-    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16, kRefine>));
-    VF limit_e = scaled_b, limit_o = scaled_b;
-    if constexpr (kHasWeights<kBias>) {
-        re = Fma(df, hn::Neg(b), we, re);
-        ro = Fma(df, hn::Neg(b), wo, ro);
-        limit_e = hn::Mul(scaled_b, AbsWeight<kBias>(we));
-        limit_o = hn::Mul(scaled_b, AbsWeight<kBias>(wo));
-    } else {
-        (void)we;
-        (void)wo;
-        re = hn::Sub(re, b);
-        ro = hn::Sub(ro, b);
-    }
-    const auto still_e = hn::And(cancelled_e, hn::Lt(hn::Abs(re), limit_e));
-    const auto still_o = hn::And(cancelled_o, hn::Lt(hn::Abs(ro), limit_o));
-    if (!hn::AllFalse(df, hn::Or(still_e, still_o))) return false;
+    hn::Mask<DF> still_e, still_o;
+    PairSubBias<kBias, kRefine>(df, b, we, wo, re, ro, still_e, still_o);
+    if (!hn::AllFalse(df, hn::Or(hn::And(cancelled_e, still_e), hn::And(cancelled_o, still_o)))) return false;
     ve = hn::IfThenElse(cancelled_e, re, ve);
     vo = hn::IfThenElse(cancelled_o, ro, vo);
     return true;
@@ -683,26 +692,14 @@ HWY_INLINE void PairExp(DF df, VF xe, VF xo, VF te, VF to, VF a, VF &ve, VF &vo)
     vo = ScaledExp<kDegree, kFast>(df, xo, kFast ? to : xo, a);
 }
 
-// Subtracts the bias term from both halves of a pair and flags their cancelled lanes, exactly as SubBias and
-// Cancelled do; we and wo receive the pair's de-interleaved weights (rows with weights only).
+// PairSubBias for the pair loop's own degree; we and wo receive the pair's de-interleaved weights (rows with
+// weights only; zero otherwise).
 template <BiasKind kBias>
 HWY_INLINE void PairBias(DF df, VF b, const float *wj, VF &ve, VF &vo, VF &we, VF &wo, hn::Mask<DF> &cancelled_e,
                          hn::Mask<DF> &cancelled_o) {
-    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16, Storage<ACL_BF16>::kExpDegree>));
-    VF limit_e = scaled_b, limit_o = scaled_b;
-    if constexpr (kHasWeights<kBias>) {
-        hn::LoadInterleaved2(df, wj, we, wo);
-        ve = Fma(df, hn::Neg(b), we, ve);
-        vo = Fma(df, hn::Neg(b), wo, vo);
-        limit_e = hn::Mul(scaled_b, AbsWeight<kBias>(we));
-        limit_o = hn::Mul(scaled_b, AbsWeight<kBias>(wo));
-    } else {
-        (void)wj;
-        ve = hn::Sub(ve, b);
-        vo = hn::Sub(vo, b);
-    }
-    cancelled_e = hn::Lt(hn::Abs(ve), limit_e);
-    cancelled_o = hn::Lt(hn::Abs(vo), limit_o);
+    if constexpr (kHasWeights<kBias>) hn::LoadInterleaved2(df, wj, we, wo);
+    (void)wj;
+    PairSubBias<kBias, Storage<ACL_BF16>::kExpDegree>(df, b, we, wo, ve, vo, cancelled_e, cancelled_o);
 }
 
 // A pair with a flagged lane (about 2.6% of the pairs of the benchmark's label-smoothed rows): on the fast path its
@@ -865,7 +862,10 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         j = RowLoopBf16Pairs<kBias, kNative>(df, in, out, j, count, a, b, w, row, window);
     }
 #endif
-    for (; j + 4 * lanes <= count; j += 4 * lanes) {
+    // Blocks of four vectors for the 16-bit types (StoreQuad), which are bound by their arithmetic; fp32 rows, bound
+    // by memory and without the cancellation test, keep the pairs below (blocks of four gained nothing measurable on
+    // 4096 x 32000 there, within the noise of interleaved runs).
+    for (; kType != ACL_FLOAT && j + 4 * lanes <= count; j += 4 * lanes) {
         PrefetchAhead<kBias>(in + j);
         PrefetchAhead<kBias>(in + j + 2 * lanes);
         const VF x0 = Storage<kType>::Load(df, in + j);
