@@ -489,9 +489,8 @@ TEST_P(GradKernelTest, NanAndZeroRows) {
     }
 }
 
-// out == logProb: the same bits as out of place.
-// Rows whose coefficients fp32 cannot carry (|a| or |b| below 2^-125 or above 2^126: a gradLoss of 1e-45, a total
-// weight near fp32's limits) are computed in double, element by element: every element equals the reference's bits,
+// Rows whose coefficients fp32 cannot carry (|a| or |b| below 2^-125, |a| above 2^76 or |b| above 2^126: a gradLoss
+// of 1e-45, a total weight near fp32's limits) are computed in double, element by element: every element equals the reference's bits,
 // also where exp(x) * a is an ordinary or subnormal number reached from a subnormal a. (Found by fuzz_grad: a
 // subnormal a rounded to fp32 before its scaling by 2^k gave -2^-127 instead of -6.53e-39.)
 TEST_P(GradKernelTest, ExtremeCoefficientsAreExact) {
@@ -729,6 +728,7 @@ TEST_P(GradKernelTest, RefinedLanesNearSubnormal) {
     EXPECT_EQ(mismatches, 0) << kernel.name << ": whole rows differ from one-column tiles";
 }
 
+// out == logProb: the same bits as out of place.
 TEST_P(GradKernelTest, InPlace) {
     const GradKernelInfo &kernel = *GetParam();
     for (aclDataType dtype : kDtypes) {
