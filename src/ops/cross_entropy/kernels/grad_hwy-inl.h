@@ -426,60 +426,6 @@ HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF t0, VF t1, VF a, VF b, const f
     }
 }
 
-// Stores one vector of a block whose cancellation test found some lane flagged: StoreCancelled where this vector
-// has one, else the value as it is.
-template <aclDataType kType, BiasKind kBias, bool kStream, bool kFast>
-HWY_INLINE void StoreFlagged(DF df, VF x, VF value, hn::Mask<DF> cancelled, VF a, VF b,
-                             const GradRowCoefficients &row, const float *w, typename Storage<kType>::T *out) {
-    if (!hn::AllFalse(df, cancelled)) {
-        StoreCancelled<kType, kBias>(df, x, value, cancelled, a, b, row, w, out);
-    } else if constexpr (kStream) {
-        Storage<kType>::template Stream<!kFast>(df, value, out);
-    } else {
-        Storage<kType>::template Store<!kFast>(df, value, out);
-    }
-}
-
-// Four vectors at once, on the fast path (the row loop's body where the row has four vectors left): one branch for
-// the window test of all four (the caller's) and one for their cancellation masks. Every value-dependent branch
-// left in flight costs on AMD Zen 5 even when predicted: blocks of four instead of pairs took fp16 rows with a bias
-// term from about 0.18 to 0.155 ns per element in cache. The values are StoreVector's, bit for bit.
-template <aclDataType kType, BiasKind kBias, bool kStream>
-HWY_INLINE void StoreQuad(DF df, VF x0, VF x1, VF x2, VF x3, VF t0, VF t1, VF t2, VF t3, VF a, VF b,
-                          const float *w0, const float *w1, const float *w2, const float *w3,
-                          const GradRowCoefficients &row, typename Storage<kType>::T *out0,
-                          typename Storage<kType>::T *out1, typename Storage<kType>::T *out2,
-                          typename Storage<kType>::T *out3) {
-    const VF value0 = RowValue<kType, kBias, true>(df, x0, t0, a, b, w0);
-    const VF value1 = RowValue<kType, kBias, true>(df, x1, t1, a, b, w1);
-    const VF value2 = RowValue<kType, kBias, true>(df, x2, t2, a, b, w2);
-    const VF value3 = RowValue<kType, kBias, true>(df, x3, t3, a, b, w3);
-    if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
-        const auto cancelled0 = Cancelled<kType, kBias>(df, value0, b, w0);
-        const auto cancelled1 = Cancelled<kType, kBias>(df, value1, b, w1);
-        const auto cancelled2 = Cancelled<kType, kBias>(df, value2, b, w2);
-        const auto cancelled3 = Cancelled<kType, kBias>(df, value3, b, w3);
-        if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(hn::Or(cancelled0, cancelled1), hn::Or(cancelled2, cancelled3))))) {
-            StoreFlagged<kType, kBias, kStream, true>(df, x0, value0, cancelled0, a, b, row, w0, out0);
-            StoreFlagged<kType, kBias, kStream, true>(df, x1, value1, cancelled1, a, b, row, w1, out1);
-            StoreFlagged<kType, kBias, kStream, true>(df, x2, value2, cancelled2, a, b, row, w2, out2);
-            StoreFlagged<kType, kBias, kStream, true>(df, x3, value3, cancelled3, a, b, row, w3, out3);
-            return;
-        }
-    }
-    if constexpr (kStream) {
-        Storage<kType>::template Stream<false>(df, value0, out0);
-        Storage<kType>::template Stream<false>(df, value1, out1);
-        Storage<kType>::template Stream<false>(df, value2, out2);
-        Storage<kType>::template Stream<false>(df, value3, out3);
-    } else {
-        Storage<kType>::template Store<false>(df, value0, out0);
-        Storage<kType>::template Store<false>(df, value1, out1);
-        Storage<kType>::template Store<false>(df, value2, out2);
-        Storage<kType>::template Store<false>(df, value3, out3);
-    }
-}
-
 // Whether Highway's MaskedLoad and BlendedStore of lanes of type T leave the masked-off lanes' memory untouched (so
 // they never fault and never write there): AVX-512 for every lane size, AVX2 for 4-byte lanes (vmaskmov). Elsewhere
 // Highway emulates them with full-width accesses.
@@ -554,12 +500,13 @@ HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite) {
     return window;
 }
 
-// Whether every lane of t0, t1 (and t2, t3) is in the window (see FastWindow): a subtraction per vector, then ors and
-// one test for them all: no lane of the or may have a bit above the window's 7. On AVX2 and AVX-512 that test is one
+// Whether every lane of t0 and t1 is in the window (see FastWindow): a subtraction per vector, then one or and one
+// test for the pair: no lane of the or may have a bit above the window's 7. On AVX2 and AVX-512 that test is one
 // instruction (vptest, vptestmd), which Highway 1.0 does not offer for a multi-bit mask; elsewhere an and and a
 // comparison. The three forms decide alike, and either path gives the same bits anyway (ScaledExp).
-HWY_INLINE bool InFastWindowOr(hn::Vec<DU> d) {
+HWY_INLINE bool InFastWindow(VF t0, VF t1, hn::Vec<DU> base) {
     const DU du;
+    const auto d = hn::Or(hn::Sub(hn::BitCast(du, t0), base), hn::Sub(hn::BitCast(du, t1), base));
     const auto above = hn::Set(du, ~((1u << kFastWindowBits) - 1));
 #if HWY_TARGET == HWY_AVX2
     return _mm256_testz_si256(d.raw, above.raw) != 0;
@@ -568,17 +515,6 @@ HWY_INLINE bool InFastWindowOr(hn::Vec<DU> d) {
 #else
     return hn::AllTrue(du, hn::Eq(hn::And(d, above), hn::Zero(du)));
 #endif
-}
-
-HWY_INLINE hn::Vec<DU> WindowOffset(VF t, hn::Vec<DU> base) { return hn::Sub(hn::BitCast(DU(), t), base); }
-
-HWY_INLINE bool InFastWindow(VF t0, VF t1, hn::Vec<DU> base) {
-    return InFastWindowOr(hn::Or(WindowOffset(t0, base), WindowOffset(t1, base)));
-}
-
-HWY_INLINE bool InFastWindow(VF t0, VF t1, VF t2, VF t3, hn::Vec<DU> base) {
-    return InFastWindowOr(hn::Or(hn::Or(WindowOffset(t0, base), WindowOffset(t1, base)),
-                                 hn::Or(WindowOffset(t2, base), WindowOffset(t3, base))));
 }
 
 // Software prefetch of the input kPrefetchBytes<kBias> ahead. It only changes when lines arrive, never a value.
@@ -634,215 +570,89 @@ OPENACLNN_NATIVE_BF16_ATTR inline void StoreBf16PairsNative(VF even, VF odd, uin
 #define OPENACLNN_GRAD_NATIVE_BF16 0
 #endif
 
-// Subtracts the bias term from both halves of a pair (we, wo: their weights, rows with weights only) and flags
-// their cancelled lanes for the exp of degree kDegree, exactly as SubBias and Cancelled do.
-template <BiasKind kBias, int kDegree>
-HWY_INLINE void PairSubBias(DF df, VF b, VF we, VF wo, VF &ve, VF &vo, hn::Mask<DF> &cancelled_e,
-                            hn::Mask<DF> &cancelled_o) {
-    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16, kDegree>));
-    VF limit_e = scaled_b, limit_o = scaled_b;
-    if constexpr (kHasWeights<kBias>) {
-        ve = Fma(df, hn::Neg(b), we, ve);
-        vo = Fma(df, hn::Neg(b), wo, vo);
-        limit_e = hn::Mul(scaled_b, AbsWeight<kBias>(we));
-        limit_o = hn::Mul(scaled_b, AbsWeight<kBias>(wo));
-    } else {
-        (void)we;
-        (void)wo;
-        ve = hn::Sub(ve, b);
-        vo = hn::Sub(vo, b);
-    }
-    cancelled_e = hn::Lt(hn::Abs(ve), limit_e);
-    cancelled_o = hn::Lt(hn::Abs(vo), limit_o);
-}
-
-// The pair loop's refinement of flagged lanes (fast path only): the lanes that Cancelled flagged in ve and vo take
-// the value of the refinement degree (kRefineDegree, whose fast path gives the bits of StoreCancelled's general one,
-// see ScaledExp; t is the same for both degrees), minus the bias term exactly as SubBias forms it. Returns false,
-// leaving ve and vo as they were, where that degree's own guard still flags a lane: the caller then redoes the pair
-// by the one-vector path (StoreVector), which recomputes the same values and patches those lanes in double. So each
-// lane's bits are StoreVector's, and this only saves the second pass over the pair.
-template <BiasKind kBias>
-HWY_INLINE bool RefinePair(DF df, VF xe, VF xo, VF te, VF to, VF a, VF b, VF we, VF wo, hn::Mask<DF> cancelled_e,
-                           hn::Mask<DF> cancelled_o, VF &ve, VF &vo) {
-    constexpr int kRefine = kRefineDegree<ACL_BF16>;
-    VF re = ScaledExp<kRefine, true>(df, xe, te, a);
-    VF ro = ScaledExp<kRefine, true>(df, xo, to, a);
-    hn::Mask<DF> still_e, still_o;
-    PairSubBias<kBias, kRefine>(df, b, we, wo, re, ro, still_e, still_o);
-    if (!hn::AllFalse(df, hn::Or(hn::And(cancelled_e, still_e), hn::And(cancelled_o, still_o)))) return false;
-    ve = hn::IfThenElse(cancelled_e, re, ve);
-    vo = hn::IfThenElse(cancelled_o, ro, vo);
-    return true;
-}
-
-// Even- and odd-indexed elements of the 2 * lanes bf16 values at p, as exact floats (see RowLoopBf16Pairs).
-HWY_INLINE void SplitBf16Pairs(DF df, const uint16_t *p, VF &even, VF &odd) {
-    const DU du;
-    const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(p));
-    even = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
-    odd = hn::BitCast(df, hn::And(pairs, hn::Set(du, 0xffff0000u)));
-}
-
-// exp(x) a of both halves of a pair (the fast or the general path of ScaledExp).
-template <bool kFast>
-HWY_INLINE void PairExp(DF df, VF xe, VF xo, VF te, VF to, VF a, VF &ve, VF &vo) {
-    constexpr int kDegree = Storage<ACL_BF16>::kExpDegree;
-    ve = ScaledExp<kDegree, kFast>(df, xe, kFast ? te : xe, a);
-    vo = ScaledExp<kDegree, kFast>(df, xo, kFast ? to : xo, a);
-}
-
-// PairSubBias for the pair loop's own degree; we and wo receive the pair's de-interleaved weights (rows with
-// weights only; zero otherwise).
-template <BiasKind kBias>
-HWY_INLINE void PairBias(DF df, VF b, const float *wj, VF &ve, VF &vo, VF &we, VF &wo, hn::Mask<DF> &cancelled_e,
-                         hn::Mask<DF> &cancelled_o) {
-    if constexpr (kHasWeights<kBias>) hn::LoadInterleaved2(df, wj, we, wo);
-    (void)wj;
-    PairSubBias<kBias, Storage<ACL_BF16>::kExpDegree>(df, b, we, wo, ve, vo, cancelled_e, cancelled_o);
-}
-
-// A pair with a flagged lane (about 2.6% of the pairs of the benchmark's label-smoothed rows): on the fast path its
-// flagged lanes are redone with the refinement degree (RefinePair), leaving ve and vo for the caller to store
-// (returns false); if that degree still flags a lane, or off the fast path, the pair is redone and stored by the
-// one-vector path, which patches those lanes in double (returns true). The input is read again there, which is
-// safe for out == in because nothing of the pair has been written yet.
-template <BiasKind kBias>
-HWY_INLINE bool PairFlagged(DF df, const uint16_t *in, uint16_t *out, bool fast, VF xe, VF xo, VF te, VF to, VF a,
-                            VF b, VF we, VF wo, hn::Mask<DF> cancelled_e, hn::Mask<DF> cancelled_o, const float *wj,
-                            const GradRowCoefficients &row, VF &ve, VF &vo) {
-    if (fast && RefinePair<kBias>(df, xe, xo, te, to, a, b, we, wo, cancelled_e, cancelled_o, ve, vo)) return false;
-    const size_t lanes = hn::Lanes(df);
-    const VF x0 = Storage<ACL_BF16>::Load(df, in);
-    const VF x1 = Storage<ACL_BF16>::Load(df, in + lanes);
-    StoreVector<ACL_BF16, kBias, false, false>(df, x0, x0, a, b, wj, row, out);
-    StoreVector<ACL_BF16, kBias, false, false>(df, x1, x1, a, b, kHasWeights<kBias> ? wj + lanes : wj, row,
-                                               out + lanes);
-    return true;
-}
-
-// Rounds a pair's two halves to bf16 and stores them interleaved: with the native instruction where `native` (the
-// fast path of a row where it is safe, and a pair without refined lanes, whose values may be subnormal: |v| >=
-// 2^-13 |b w_j| only, see NativeBf16Safe), else by the integer rounding.
-template <bool kNative>
-HWY_INLINE void StoreBf16Pair(DF df, VF ve, VF vo, bool fast, bool native, uint16_t *out) {
-#if OPENACLNN_GRAD_NATIVE_BF16
-    if constexpr (kNative) {
-        if (HWY_LIKELY(native)) {
-            StoreBf16PairsNative(ve, vo, out);
-            return;
-        }
-    }
-#endif
-    (void)native;
-    const DU du;
-    hn::Vec<DU> re, ro;
-    if (HWY_LIKELY(fast)) {
-        re = Bf16RoundedHigh<false>(df, ve);
-        ro = Bf16RoundedHigh<false>(df, vo);
-    } else {
-        re = Bf16RoundedHigh<true>(df, ve);
-        ro = Bf16RoundedHigh<true>(df, vo);
-    }
-    // Each 32-bit lane's upper half from ro, its lower half the upper half of re: one blend of 16-bit lanes (the
-    // one-lane SCALAR target has no 16-bit view of a 32-bit lane: a mask and an or there).
-#if HWY_TARGET == HWY_SCALAR
-    hn::StoreU(hn::Or(hn::ShiftRight<16>(re), hn::And(ro, hn::Set(du, 0xffff0000u))), du,
-               reinterpret_cast<uint32_t *>(out));
-#else
-    const hn::Repartition<uint16_t, DU> dh;
-    hn::StoreU(hn::OddEven(hn::BitCast(dh, ro), hn::BitCast(dh, hn::ShiftRight<16>(re))), dh, out);
-#endif
-}
-
 // bf16 without widening or narrowing shuffles: a vector of 2 * lanes bf16 values is loaded as `lanes` 32-bit
 // lanes, each holding an even-indexed element in its lower half and the next (odd) element in its upper half
 // (little-endian). A shift and a mask give the even and the odd elements as exact floats, each computed exactly
 // as the one-vector path computes it (same operations on the same values: no element depends on where it sits in
 // a vector), and the two rounded results are merged back into pairs by a shift and a 16-bit blend, replacing the
 // zero-extensions, packs and lane permutes of Storage<ACL_BF16>. The weights are de-interleaved the same way
-// (LoadInterleaved2). Two pairs at a time where the row has them, with one branch for their window test and one for
-// their cancellation masks (see StoreQuad); pairs with a flagged lane go through PairFlagged. Returns the first
-// column not done.
+// (LoadInterleaved2). A pair of vectors with a cancelled lane (Cancelled) is redone by the one-vector path, which
+// patches those lanes; the input of the pair is read again, which is safe for out == in because nothing of the
+// pair has been written yet. Returns the first column not done.
 template <BiasKind kBias, bool kNative>
 HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, size_t j, size_t count, VF a, VF b,
                                    const float *w, const GradRowCoefficients &row, FastWindow window) {
+    const DU du;
     const size_t lanes = hn::Lanes(df);
-    const auto base = hn::Set(DU(), window.base);
+    const auto base = hn::Set(du, window.base);
     constexpr int kDegree = Storage<ACL_BF16>::kExpDegree;
-    for (; j + 4 * lanes <= count; j += 4 * lanes) {
-        PrefetchAhead<kBias>(in + j);
-        PrefetchAhead<kBias>(in + j + 2 * lanes);
-        VF xe0, xo0, xe1, xo1;
-        SplitBf16Pairs(df, in + j, xe0, xo0);
-        SplitBf16Pairs(df, in + j + 2 * lanes, xe1, xo1);
-        const VF te0 = ExpShifted<kDegree>(df, xe0);
-        const VF to0 = ExpShifted<kDegree>(df, xo0);
-        const VF te1 = ExpShifted<kDegree>(df, xe1);
-        const VF to1 = ExpShifted<kDegree>(df, xo1);
-        const bool fast = InFastWindow(te0, to0, te1, to1, base);
-        VF ve0, vo0, ve1, vo1;
-        if (HWY_LIKELY(fast)) {
-            PairExp<true>(df, xe0, xo0, te0, to0, a, ve0, vo0);
-            PairExp<true>(df, xe1, xo1, te1, to1, a, ve1, vo1);
-        } else {
-            PairExp<false>(df, xe0, xo0, te0, to0, a, ve0, vo0);
-            PairExp<false>(df, xe1, xo1, te1, to1, a, ve1, vo1);
-        }
-        if constexpr (kBias != kNoBias) {
-            const float *w0 = kHasWeights<kBias> ? w + j : w;
-            const float *w1 = kHasWeights<kBias> ? w + j + 2 * lanes : w;
-            VF we0 = hn::Zero(df), wo0 = we0, we1 = we0, wo1 = we0;
-            hn::Mask<DF> ce0, co0, ce1, co1;
-            PairBias<kBias>(df, b, w0, ve0, vo0, we0, wo0, ce0, co0);
-            PairBias<kBias>(df, b, w1, ve1, vo1, we1, wo1, ce1, co1);
-            if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(hn::Or(ce0, co0), hn::Or(ce1, co1))))) {
-                bool native0 = fast, native1 = fast, stored0 = false, stored1 = false;
-                if (!hn::AllFalse(df, hn::Or(ce0, co0))) {
-                    native0 = false;
-                    stored0 = PairFlagged<kBias>(df, in + j, out + j, fast, xe0, xo0, te0, to0, a, b, we0, wo0, ce0,
-                                                 co0, w0, row, ve0, vo0);
-                }
-                if (!hn::AllFalse(df, hn::Or(ce1, co1))) {
-                    native1 = false;
-                    stored1 = PairFlagged<kBias>(df, in + j + 2 * lanes, out + j + 2 * lanes, fast, xe1, xo1, te1,
-                                                 to1, a, b, we1, wo1, ce1, co1, w1, row, ve1, vo1);
-                }
-                if (!stored0) StoreBf16Pair<kNative>(df, ve0, vo0, fast, native0, out + j);
-                if (!stored1) StoreBf16Pair<kNative>(df, ve1, vo1, fast, native1, out + j + 2 * lanes);
-                continue;
-            }
-        }
-        StoreBf16Pair<kNative>(df, ve0, vo0, fast, fast, out + j);
-        StoreBf16Pair<kNative>(df, ve1, vo1, fast, fast, out + j + 2 * lanes);
-    }
+    const auto upper = hn::Set(du, 0xffff0000u);
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
-        VF xe, xo;
-        SplitBf16Pairs(df, in + j, xe, xo);
+        PrefetchAhead<kBias>(in + j);
+        const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t *>(in + j));
+        const VF xe = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
+        const VF xo = hn::BitCast(df, hn::And(pairs, upper));
         const VF te = ExpShifted<kDegree>(df, xe);
         const VF to = ExpShifted<kDegree>(df, xo);
         const bool fast = InFastWindow(te, to, base);
         VF ve, vo;
         if (HWY_LIKELY(fast)) {
-            PairExp<true>(df, xe, xo, te, to, a, ve, vo);
+            ve = ScaledExp<kDegree, true>(df, xe, te, a);
+            vo = ScaledExp<kDegree, true>(df, xo, to, a);
         } else {
-            PairExp<false>(df, xe, xo, te, to, a, ve, vo);
+            ve = ScaledExp<kDegree, false>(df, xe, xe, a);
+            vo = ScaledExp<kDegree, false>(df, xo, xo, a);
         }
-        bool native = fast;
         if constexpr (kBias != kNoBias) {
-            const float *wj = kHasWeights<kBias> ? w + j : w;
-            VF we = hn::Zero(df), wo = we;
-            hn::Mask<DF> ce, co;
-            PairBias<kBias>(df, b, wj, ve, vo, we, wo, ce, co);
-            if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(ce, co)))) {
-                native = false;
-                if (PairFlagged<kBias>(df, in + j, out + j, fast, xe, xo, te, to, a, b, we, wo, ce, co, wj, row, ve,
-                                       vo)) {
-                    continue;
-                }
+            // The bias and the cancellation test exactly as SubBias and Cancelled compute them.
+            const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16, kDegree>));
+            VF limit_e = scaled_b, limit_o = scaled_b;
+            if constexpr (kHasWeights<kBias>) {
+                VF we, wo;
+                hn::LoadInterleaved2(df, w + j, we, wo);
+                ve = Fma(df, hn::Neg(b), we, ve);
+                vo = Fma(df, hn::Neg(b), wo, vo);
+                limit_e = hn::Mul(scaled_b, AbsWeight<kBias>(we));
+                limit_o = hn::Mul(scaled_b, AbsWeight<kBias>(wo));
+            } else {
+                ve = hn::Sub(ve, b);
+                vo = hn::Sub(vo, b);
+            }
+            const auto cancelled = hn::Or(hn::Lt(hn::Abs(ve), limit_e), hn::Lt(hn::Abs(vo), limit_o));
+            if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
+                const float *wj = kHasWeights<kBias> ? w + j : w;
+                const VF x0 = Storage<ACL_BF16>::Load(df, in + j);
+                const VF x1 = Storage<ACL_BF16>::Load(df, in + j + lanes);
+                StoreVector<ACL_BF16, kBias, false, false>(df, x0, x0, a, b, wj, row, out + j);
+                StoreVector<ACL_BF16, kBias, false, false>(df, x1, x1, a, b, kHasWeights<kBias> ? wj + lanes : w,
+                                                           row, out + j + lanes);
+                continue;
             }
         }
-        StoreBf16Pair<kNative>(df, ve, vo, fast, native, out + j);
+#if OPENACLNN_GRAD_NATIVE_BF16
+        if constexpr (kNative) {
+            if (HWY_LIKELY(fast)) {
+                StoreBf16PairsNative(ve, vo, out + j);
+                continue;
+            }
+        }
+#endif
+        hn::Vec<DU> re, ro;
+        if (HWY_LIKELY(fast)) {
+            re = Bf16RoundedHigh<false>(df, ve);
+            ro = Bf16RoundedHigh<false>(df, vo);
+        } else {
+            re = Bf16RoundedHigh<true>(df, ve);
+            ro = Bf16RoundedHigh<true>(df, vo);
+        }
+        // Each 32-bit lane's upper half from ro, its lower half the upper half of re: one blend of 16-bit lanes (the
+        // one-lane SCALAR target has no 16-bit view of a 32-bit lane: a mask and an or there).
+#if HWY_TARGET == HWY_SCALAR
+        hn::StoreU(hn::Or(hn::ShiftRight<16>(re), hn::And(ro, upper)), du, reinterpret_cast<uint32_t *>(out + j));
+#else
+        const hn::Repartition<uint16_t, DU> dh;
+        hn::StoreU(hn::OddEven(hn::BitCast(dh, ro), hn::BitCast(dh, hn::ShiftRight<16>(re))), dh, out + j);
+#endif
     }
     return j;
 }
@@ -862,33 +672,6 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         j = RowLoopBf16Pairs<kBias, kNative>(df, in, out, j, count, a, b, w, row, window);
     }
 #endif
-    // Blocks of four vectors for the 16-bit types (StoreQuad), which are bound by their arithmetic; fp32 rows, bound
-    // by memory and without the cancellation test, keep the pairs below (blocks of four gained nothing measurable on
-    // 4096 x 32000 there, within the noise of interleaved runs).
-    for (; kType != ACL_FLOAT && j + 4 * lanes <= count; j += 4 * lanes) {
-        PrefetchAhead<kBias>(in + j);
-        PrefetchAhead<kBias>(in + j + 2 * lanes);
-        const VF x0 = Storage<kType>::Load(df, in + j);
-        const VF x1 = Storage<kType>::Load(df, in + j + lanes);
-        const VF x2 = Storage<kType>::Load(df, in + j + 2 * lanes);
-        const VF x3 = Storage<kType>::Load(df, in + j + 3 * lanes);
-        const VF t0 = ExpShifted<kDegree>(df, x0);
-        const VF t1 = ExpShifted<kDegree>(df, x1);
-        const VF t2 = ExpShifted<kDegree>(df, x2);
-        const VF t3 = ExpShifted<kDegree>(df, x3);
-        const float *w0 = kHasWeights<kBias> ? w + j : w;
-        const float *w1 = kHasWeights<kBias> ? w + j + lanes : w;
-        const float *w2 = kHasWeights<kBias> ? w + j + 2 * lanes : w;
-        const float *w3 = kHasWeights<kBias> ? w + j + 3 * lanes : w;
-        if (HWY_LIKELY(InFastWindow(t0, t1, t2, t3, base))) {
-            StoreQuad<kType, kBias, kStream>(df, x0, x1, x2, x3, t0, t1, t2, t3, a, b, w0, w1, w2, w3, row, out + j,
-                                             out + j + lanes, out + j + 2 * lanes, out + j + 3 * lanes);
-        } else {
-            StorePair<kType, kBias, kStream, false>(df, x0, x1, x0, x1, a, b, w0, w1, row, out + j, out + j + lanes);
-            StorePair<kType, kBias, kStream, false>(df, x2, x3, x2, x3, a, b, w2, w3, row, out + j + 2 * lanes,
-                                                    out + j + 3 * lanes);
-        }
-    }
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         if constexpr (kHasWeights<kBias>) wj = w + j;
         PrefetchAhead<kBias>(in + j);
