@@ -155,11 +155,10 @@ HWY_INLINE VF ExpShifted(DF df, VF x) {
 
 // exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
 // General path (kFast false): x is clamped to [-172, 176] (beyond that exp(x) * a is 0 or infinite for any a in
-// [2^-125, 2^76]; rows with other a are computed in double, RowNeedsDouble), NaN x gives NaN, and 2^k is applied as
-// two exact multiplications, right also where the result is subnormal or overflows; t_fast is not used. Fast path
-// (kFast true), for vectors whose every t_fast = ExpShifted(x) lies in the row's FastWindow: the result is known to
-// be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly the bits of the
-// general path; no clamp and no NaN check are needed.
+// [2^-125, 2^76]; rows with other a are computed in double, RowNeedsDouble), NaN x gives NaN, and 2^k is applied as two exact multiplications, right also where the result is
+// subnormal or overflows; t_fast is not used. Fast path (kFast true), for vectors whose every t_fast =
+// ExpShifted(x) lies in the row's FastWindow: the result is known to be a normal float, so 2^k is applied by adding
+// k to the exponent field, which gives exactly the bits of the general path; no clamp and no NaN check are needed.
 // Which path a vector takes therefore never changes a value.
 template <int kDegree, bool kFast>
 HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, VF a) {
@@ -261,25 +260,13 @@ struct Storage<ACL_BF16> {
 // ---- one row segment -------------------------------------------------------------------------------------------
 
 // Which bias term the row has: none (b == +0 and weights finite, so b * w_j is +0 everywhere), the constant b
-// (no weights), or b * w_j, with any finite or non-finite weights or (kPositiveWeightBias) with weights that are all
-// finite with the sign bit clear (WeightTraits::positive), whose |w_j| the cancellation guard need not form: the
-// same values, two operations fewer per pair of vectors (bf16 smoothed+weighted in cache about 3% faster).
-enum BiasKind { kNoBias, kConstBias, kWeightBias, kPositiveWeightBias };
-
-template <BiasKind kBias>
-constexpr bool kHasWeights = kBias == kWeightBias || kBias == kPositiveWeightBias;
-
-// |w|, or w itself where every weight is known to have its sign bit clear (the same bits).
-template <BiasKind kBias>
-HWY_INLINE VF AbsWeight(VF w) {
-    if constexpr (kBias == kPositiveWeightBias) return w;
-    return hn::Abs(w);
-}
+// (no weights), or b * w_j.
+enum BiasKind { kNoBias, kConstBias, kWeightBias };
 
 // m - b * w_j (fused for the 16-bit types, see MulAddT), or m - b.
 template <aclDataType kType, BiasKind kBias>
 HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
-    if constexpr (kHasWeights<kBias>) return MulAddT<kType != ACL_FLOAT>(df, hn::Neg(b), hn::LoadU(df, w), m);
+    if constexpr (kBias == kWeightBias) return MulAddT<kType != ACL_FLOAT>(df, hn::Neg(b), hn::LoadU(df, w), m);
     (void)w;
     (void)df;
     return hn::Sub(m, b);
@@ -328,8 +315,8 @@ HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
     // (barring subnormals, where either form flags the same way on every target), and |b| * bound is invariant in
     // the row loop, which leaves one multiplication per vector.
     const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType, kDegree>));
-    if constexpr (kHasWeights<kBias>) {
-        return hn::Lt(hn::Abs(value), hn::Mul(scaled_b, AbsWeight<kBias>(hn::LoadU(df, w))));
+    if constexpr (kBias == kWeightBias) {
+        return hn::Lt(hn::Abs(value), hn::Mul(scaled_b, hn::Abs(hn::LoadU(df, w))));
     } else {
         (void)w;
         return hn::Lt(hn::Abs(value), scaled_b);
@@ -352,7 +339,7 @@ HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, co
     Storage<kType>::Store(df, value, out_buf);
     for (size_t lane = 0; lane < count; ++lane) {
         if (flag_buf[lane] != 0.0f) {
-            const double weight = kHasWeights<kBias> ? static_cast<double>(w[lane]) : 1.0;
+            const double weight = kBias == kWeightBias ? static_cast<double>(w[lane]) : 1.0;
             StoreExactElement(kType, x_buf[lane], &out_buf[lane], row.a, row.b, weight);
         }
     }
@@ -466,7 +453,7 @@ HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typena
     alignas(HWY_MAX_BYTES) T out_buf[kMax];
     alignas(HWY_MAX_BYTES) float w_buf[kMax] = {};
     CopyInPartial(DT(), in, in_buf, count);
-    if constexpr (kHasWeights<kBias>) CopyInPartial(df, w, w_buf, count);
+    if constexpr (kBias == kWeightBias) CopyInPartial(df, w, w_buf, count);
     const VF x = Storage<kType>::Load(df, in_buf);
     StoreVector<kType, kBias, false, false>(df, x, x, a, b, w_buf, row, out_buf);
     CopyOutPartial(DT(), out_buf, out, count);
@@ -607,24 +594,24 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
             // The bias and the cancellation test exactly as SubBias and Cancelled compute them.
             const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16, kDegree>));
             VF limit_e = scaled_b, limit_o = scaled_b;
-            if constexpr (kHasWeights<kBias>) {
+            if constexpr (kBias == kWeightBias) {
                 VF we, wo;
                 hn::LoadInterleaved2(df, w + j, we, wo);
                 ve = Fma(df, hn::Neg(b), we, ve);
                 vo = Fma(df, hn::Neg(b), wo, vo);
-                limit_e = hn::Mul(scaled_b, AbsWeight<kBias>(we));
-                limit_o = hn::Mul(scaled_b, AbsWeight<kBias>(wo));
+                limit_e = hn::Mul(scaled_b, hn::Abs(we));
+                limit_o = hn::Mul(scaled_b, hn::Abs(wo));
             } else {
                 ve = hn::Sub(ve, b);
                 vo = hn::Sub(vo, b);
             }
             const auto cancelled = hn::Or(hn::Lt(hn::Abs(ve), limit_e), hn::Lt(hn::Abs(vo), limit_o));
             if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
-                const float *wj = kHasWeights<kBias> ? w + j : w;
+                const float *wj = kBias == kWeightBias ? w + j : w;
                 const VF x0 = Storage<ACL_BF16>::Load(df, in + j);
                 const VF x1 = Storage<ACL_BF16>::Load(df, in + j + lanes);
                 StoreVector<ACL_BF16, kBias, false, false>(df, x0, x0, a, b, wj, row, out + j);
-                StoreVector<ACL_BF16, kBias, false, false>(df, x1, x1, a, b, kHasWeights<kBias> ? wj + lanes : w,
+                StoreVector<ACL_BF16, kBias, false, false>(df, x1, x1, a, b, kBias == kWeightBias ? wj + lanes : w,
                                                            row, out + j + lanes);
                 continue;
             }
@@ -657,7 +644,7 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
     return j;
 }
 
-// out[j, count) from in[j, count); w is the weight of column 0 (rows with weights only). Reads each input vector before
+// out[j, count) from in[j, count); w is the weight of column 0 (kWeightBias only). Reads each input vector before
 // writing the output vector at the same place, so out == in works.
 template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative = false>
 HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
@@ -673,14 +660,14 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     }
 #endif
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
-        if constexpr (kHasWeights<kBias>) wj = w + j;
+        if constexpr (kBias == kWeightBias) wj = w + j;
         PrefetchAhead<kBias>(in + j);
         const VF x0 = Storage<kType>::Load(df, in + j);
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
         // A NaN lane's t is NaN, outside the window, so it sends its vectors down the general path.
         const VF t0 = ExpShifted<kDegree>(df, x0);
         const VF t1 = ExpShifted<kDegree>(df, x1);
-        const float *wj1 = kHasWeights<kBias> ? wj + lanes : w;
+        const float *wj1 = kBias == kWeightBias ? wj + lanes : w;
         if (HWY_LIKELY(InFastWindow(t0, t1, base))) {
             StorePair<kType, kBias, kStream, true>(df, x0, x1, t0, t1, a, b, wj, wj1, row, out + j, out + j + lanes);
         } else {
@@ -689,7 +676,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         }
     }
     for (; j + lanes <= count; j += lanes) {
-        if constexpr (kHasWeights<kBias>) wj = w + j;
+        if constexpr (kBias == kWeightBias) wj = w + j;
         const VF x = Storage<kType>::Load(df, in + j);
         StoreVector<kType, kBias, kStream, false>(df, x, x, a, b, wj, row, out + j);
     }
@@ -811,13 +798,8 @@ HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename
         RowSegment<kType, kConstBias, kNative>(in, out, count, row, nullptr, weights.finite, stream,
                                                kNative && NativeBf16Safe(b_abs, 1.0, 1.0));
     } else {
-        const bool native = kNative && NativeBf16Safe(b_abs, weights.min_nonzero, weights.max);
-        // fp32 rows have no cancellation guard, so nothing to gain from knowing the weights' signs.
-        if (kType != ACL_FLOAT && weights.positive) {
-            RowSegment<kType, kPositiveWeightBias, kNative>(in, out, count, row, w, true, stream, native);
-        } else {
-            RowSegment<kType, kWeightBias, kNative>(in, out, count, row, w, weights.finite, stream, native);
-        }
+        RowSegment<kType, kWeightBias, kNative>(in, out, count, row, w, weights.finite, stream,
+                                                kNative && NativeBf16Safe(b_abs, weights.min_nonzero, weights.max));
     }
 }
 
