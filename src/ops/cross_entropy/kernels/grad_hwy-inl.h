@@ -155,10 +155,11 @@ HWY_INLINE VF ExpShifted(DF df, VF x) {
 
 // exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
 // General path (kFast false): x is clamped to [-172, 176] (beyond that exp(x) * a is 0 or infinite for any a in
-// [2^-125, 2^76]; rows with other a are computed in double, RowNeedsDouble), NaN x gives NaN, and 2^k is applied as two exact multiplications, right also where the result is
-// subnormal or overflows; t_fast is not used. Fast path (kFast true), for vectors whose every t_fast =
-// ExpShifted(x) lies in the row's FastWindow: the result is known to be a normal float, so 2^k is applied by adding
-// k to the exponent field, which gives exactly the bits of the general path; no clamp and no NaN check are needed.
+// [2^-125, 2^76]; rows with other a are computed in double, RowNeedsDouble), NaN x gives NaN, and 2^k is applied as
+// two exact multiplications, right also where the result is subnormal or overflows; t_fast is not used. Fast path
+// (kFast true), for vectors whose every t_fast = ExpShifted(x) lies in the row's FastWindow: the result is known to
+// be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly the bits of the
+// general path; no clamp and no NaN check are needed.
 // Which path a vector takes therefore never changes a value.
 template <int kDegree, bool kFast>
 HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, VF a) {
