@@ -926,6 +926,20 @@ OPENACLNN_NATIVE_BF16_ATTR HWY_NOINLINE void RowLoopNativeBf16(DF df, const uint
 }
 #endif
 
+// RowLoopOf, or RowLoopNativeBf16 for kNative bf16 rows (as RowPairsOutOfLine chooses for the pair loop).
+template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative>
+HWY_INLINE void RowLoopOutOfLine(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
+                                 size_t j, size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row,
+                                 FastWindow window, size_t *done) {
+#if OPENACLNN_GRAD_NATIVE_BF16
+    if constexpr (kNative && kType == ACL_BF16) {
+        RowLoopNativeBf16<kBias>(df, in, out, j, count, a, b, w, row, window, done);
+        return;
+    }
+#endif
+    RowLoopOf<kType, kBias, kStream>(df, in, out, j, count, a, b, w, row, window, done);
+}
+
 // native: the row may use the native bf16 conversion (only ever true in kNative kernels, see NativeBf16Safe).
 template <aclDataType kType, BiasKind kBias, bool kNative>
 HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
@@ -953,15 +967,12 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
             RowPartial<kType, kBias>(df, in, out, j, a, b, w, row);
         }
     }
-    (void)native;
     if (stream) {
-        RowLoopOf<kType, kBias, true>(df, in, out, j, count, a, b, w, row, window, &j);
-#if OPENACLNN_GRAD_NATIVE_BF16
-    } else if (kNative && kType == ACL_BF16 && native) {
-        if constexpr (kType == ACL_BF16) RowLoopNativeBf16<kBias>(df, in, out, j, count, a, b, w, row, window, &j);
-#endif
+        RowLoopOutOfLine<kType, kBias, true, false>(df, in, out, j, count, a, b, w, row, window, &j);
+    } else if (native) {
+        RowLoopOutOfLine<kType, kBias, false, kNative>(df, in, out, j, count, a, b, w, row, window, &j);
     } else {
-        RowLoopOf<kType, kBias, false>(df, in, out, j, count, a, b, w, row, window, &j);
+        RowLoopOutOfLine<kType, kBias, false, false>(df, in, out, j, count, a, b, w, row, window, &j);
     }
     if (j < count) RowPartial<kType, kBias>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
 }
