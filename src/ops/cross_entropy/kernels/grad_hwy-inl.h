@@ -354,10 +354,6 @@ HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, co
 template <aclDataType kType, BiasKind kBias>
 HWY_NOINLINE void StoreCancelled(DF df, VF x, VF value, hn::Mask<DF> cancelled, VF a, VF b,
                                  const GradRowCoefficients &row, const float *w, typename Storage<kType>::T *out) {
-    if (hn::AllFalse(df, cancelled)) {  // the other vector of a pair that has a flagged lane
-        Storage<kType>::Store(df, value, out);
-        return;
-    }
     constexpr int kRefine = kRefineDegree<kType>;
     if constexpr (kRefine != Storage<kType>::kExpDegree) {
         const VF refined = RowValue<kType, kBias, false, kRefine>(df, x, x, a, b, w);
@@ -809,15 +805,13 @@ HWY_INLINE size_t RowPairsOutOfLine(DF df, const typename Storage<kType>::T *in,
 }
 
 // One block of four fp16 vectors (or bf16 ones in the layout of Storage, for streaming stores) if every lane is on
-// the fast path: the values of StoreVector, bit for bit, except in the lanes the cancellation guard flags, with one
-// branch for the four window tests. Returns false, having written nothing, where a lane is off the fast path. Every
-// value-dependent branch in flight costs on AMD Zen 5 even when predicted: blocks of four instead of pairs took fp16
-// rows with a bias term from about 0.18 to 0.155 ns per element in cache.
-// The guard takes no branch: the block is stored as computed and *flagged is set to 1 if a lane is flagged (else
-// left alone), and the caller redoes such blocks from the input (RowLoop).
+// the fast path and none is flagged by the cancellation guard: the values of StoreVector, bit for bit, with one
+// branch for the four window tests and one for the four guards. Returns false, having written nothing, otherwise.
+// Every value-dependent branch in flight costs on AMD Zen 5 even when predicted: blocks of four instead of pairs
+// took fp16 rows with a bias term from about 0.18 to 0.155 ns per element in cache.
 template <aclDataType kType, BiasKind kBias, bool kStream>
 HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, VF a, VF b,
-                         const float *w, hn::Vec<DU> base, size_t *flagged) {
+                         const float *w, hn::Vec<DU> base) {
     using S = Storage<kType>;
     const size_t lanes = hn::Lanes(df);
     constexpr int kDegree = S::kExpDegree;
@@ -838,9 +832,7 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
     if constexpr (kBias != kNoBias) {
         const auto c01 = hn::Or(Cancelled<kType, kBias>(df, v0, b, w), Cancelled<kType, kBias>(df, v1, b, w1));
         const auto c23 = hn::Or(Cancelled<kType, kBias>(df, v2, b, w2), Cancelled<kType, kBias>(df, v3, b, w3));
-        *flagged = static_cast<size_t>(!hn::AllFalse(df, hn::Or(c01, c23)));
-    } else {
-        (void)flagged;
+        if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(c01, c23)))) return false;
     }
     if constexpr (kStream) {
         S::template Stream<false>(df, v0, out);
@@ -859,7 +851,7 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
 // QuadFast for bf16 in the layout of RowLoopBf16Pairs: two pairs (4 * lanes elements).
 template <BiasKind kBias, bool kNative>
 HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a, VF b, const float *w,
-                                  hn::Vec<DU> base, size_t *flagged) {
+                                  hn::Vec<DU> base) {
     const size_t lanes = hn::Lanes(df);
     constexpr int kDegree = Storage<ACL_BF16>::kExpDegree;
     PrefetchAhead<kBias>(in);
@@ -878,56 +870,17 @@ HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a
         hn::Mask<DF> ce0, co0, ce1, co1;
         PairBias<kBias>(df, b, w, ve0, vo0, we0, wo0, ce0, co0);
         PairBias<kBias>(df, b, kBias == kWeightBias ? w + 2 * lanes : w, ve1, vo1, we1, wo1, ce1, co1);
-        *flagged = static_cast<size_t>(!hn::AllFalse(df, hn::Or(hn::Or(ce0, co0), hn::Or(ce1, co1))));
-    } else {
-        (void)flagged;
+        if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(hn::Or(ce0, co0), hn::Or(ce1, co1))))) return false;
     }
     StoreBf16Pair<kNative>(df, ve0, vo0, true, true, out);
     StoreBf16Pair<kNative>(df, ve1, vo1, true, true, out + 2 * lanes);
     return true;
 }
 
-// Redoes the blocks of QuadFastBf16Pairs that the guard flagged (they start at starts[0, n), and were on the fast
-// path): each pair is computed again from the input and its flagged lanes take the refinement degree's values
-// (RefinePair), as RowLoopBf16Pairs gives them, without a branch on which pairs have flagged lanes (the others keep
-// their values). Every pair rounds by the integer sequence: the same bits as the native instruction for normal values,
-// and refined values may be subnormal. A pair that the refinement degree's guard still flags (about 3% of these pairs
-// in the benchmark's label-smoothed rows) goes to the pair loop, which patches its lanes in double.
-template <BiasKind kBias, bool kNative>
-HWY_NOINLINE void RedoBf16Blocks(DF df, const uint16_t *in, uint16_t *out, const size_t *starts, size_t n, VF a, VF b,
-                                 const float *w, const GradRowCoefficients &row, FastWindow window) {
-    const size_t lanes = hn::Lanes(df);
-    constexpr int kDegree = Storage<ACL_BF16>::kExpDegree;
-    for (size_t k = 0; k < n; ++k) {
-        for (size_t j = starts[k]; j < starts[k] + 4 * lanes; j += 2 * lanes) {
-            VF xe, xo;
-            SplitBf16Pairs(df, in + j, xe, xo);
-            const VF te = ExpShifted<kDegree>(df, xe), to = ExpShifted<kDegree>(df, xo);
-            VF ve, vo, we = hn::Zero(df), wo = we;
-            PairExp<true>(df, xe, xo, te, to, a, ve, vo);
-            hn::Mask<DF> ce, co;
-            PairBias<kBias>(df, b, kBias == kWeightBias ? w + j : w, ve, vo, we, wo, ce, co);
-            if (HWY_LIKELY(RefinePair<kBias>(df, xe, xo, te, to, a, b, we, wo, ce, co, ve, vo))) {
-                StoreBf16Pair<false>(df, ve, vo, true, false, out + j);
-            } else {
-                RowPairsOutOfLine<ACL_BF16, kBias, false, kNative>(df, in, out, j, j + 2 * lanes, a, b, w, row,
-                                                                   window);
-            }
-        }
-    }
-}
-
 // out[j, count) from in[j, count) (see RowPairs). The 16-bit types, bound by their arithmetic, go in blocks of four
-// vectors (QuadFast). A block that leaves the fast path is done again from its input by RowPairs, out of line, as is
-// the row's tail. A block with a lane that the cancellation guard flags is stored as computed and its start noted
-// without a branch; after each chunk of kRedoBlocks blocks, while the chunk is still in cache, the noted blocks are
-// done again from the input (bf16: RedoBf16Blocks; fp16: RowPairs), which refines or patches their flagged lanes:
-// the same bits either way. This needs an input that the row's output does not overlap (RowLoopOutOfLine sends
-// in-place rows to RowPairs). Branching on the guard instead, which sends about one block in twenty of the
-// benchmark's bf16 label-smoothed rows down the pair loop, cost more than redoing those blocks (see the README).
-// fp32 rows, bound by memory and without the guard, keep the pairs (blocks of four gained nothing measurable there).
-constexpr size_t kRedoBlocks = 32;
-
+// vectors (QuadFast); a block that leaves the fast path, or has a flagged lane, is done again from its input by
+// RowPairs, out of line, as is the row's tail: the same bits either way. fp32 rows, bound by memory and without the
+// guard, keep the pairs (blocks of four gained nothing measurable there).
 template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative = false>
 HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
                         size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, FastWindow window,
@@ -935,39 +888,19 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     if constexpr (kType != ACL_FLOAT) {
         const size_t block = 4 * hn::Lanes(df);
         const auto base = hn::Set(DU(), window.base);
-        size_t redo[kRedoBlocks];
-        while (j + block <= count) {
-            const size_t chunk_end = j + HWY_MIN((count - j) / block, kRedoBlocks) * block;
-            size_t noted = 0;
-            for (; j < chunk_end; j += block) {
-                const float *wj = kBias == kWeightBias ? w + j : w;
-                size_t flagged = 0;
-                bool done_fast;
+        for (; j + block <= count; j += block) {
+            const float *wj = kBias == kWeightBias ? w + j : w;
+            bool done_fast;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-                if constexpr (kType == ACL_BF16 && !kStream) {
-                    done_fast = QuadFastBf16Pairs<kBias, kNative>(df, in + j, out + j, a, b, wj, base, &flagged);
-                } else
+            if constexpr (kType == ACL_BF16 && !kStream) {
+                done_fast = QuadFastBf16Pairs<kBias, kNative>(df, in + j, out + j, a, b, wj, base);
+            } else
 #endif
-                {
-                    done_fast = QuadFast<kType, kBias, kStream>(df, in + j, out + j, a, b, wj, base, &flagged);
-                }
-                redo[noted] = j;
-                noted += flagged;
-                if (HWY_UNLIKELY(!done_fast)) {
-                    RowPairsOutOfLine<kType, kBias, kStream, kNative>(df, in, out, j, j + block, a, b, w, row,
-                                                                      window);
-                }
+            {
+                done_fast = QuadFast<kType, kBias, kStream>(df, in + j, out + j, a, b, wj, base);
             }
-            if (noted == 0) continue;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            if constexpr (kType == ACL_BF16 && !kStream && kBias != kNoBias) {
-                RedoBf16Blocks<kBias, kNative>(df, in, out, redo, noted, a, b, w, row, window);
-                continue;
-            }
-#endif
-            for (size_t k = 0; k < noted; ++k) {
-                RowPairsOutOfLine<kType, kBias, kStream, kNative>(df, in, out, redo[k], redo[k] + block, a, b, w,
-                                                                  row, window);
+            if (HWY_UNLIKELY(!done_fast)) {
+                RowPairsOutOfLine<kType, kBias, kStream, kNative>(df, in, out, j, j + block, a, b, w, row, window);
             }
         }
     }
@@ -993,21 +926,11 @@ OPENACLNN_NATIVE_BF16_ATTR HWY_NOINLINE void RowLoopNativeBf16(DF df, const uint
 }
 #endif
 
-// RowLoopOf, or RowLoopNativeBf16 for kNative bf16 rows (as RowPairsOutOfLine chooses for the pair loop). 16-bit
-// rows with a bias term whose output overlaps their input (in-place calls) go to the pair loop: RowLoop redoes
-// flagged blocks from the input after storing them.
+// RowLoopOf, or RowLoopNativeBf16 for kNative bf16 rows (as RowPairsOutOfLine chooses for the pair loop).
 template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative>
 HWY_INLINE void RowLoopOutOfLine(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
                                  size_t j, size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row,
                                  FastWindow window, size_t *done) {
-    if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
-        const uintptr_t in_begin = reinterpret_cast<uintptr_t>(in), out_begin = reinterpret_cast<uintptr_t>(out);
-        const size_t bytes = count * sizeof(*in);
-        if (HWY_UNLIKELY(in_begin < out_begin + bytes && out_begin < in_begin + bytes)) {
-            *done = RowPairsOutOfLine<kType, kBias, kStream, kNative>(df, in, out, j, count, a, b, w, row, window);
-            return;
-        }
-    }
 #if OPENACLNN_GRAD_NATIVE_BF16
     if constexpr (kNative && kType == ACL_BF16) {
         RowLoopNativeBf16<kBias>(df, in, out, j, count, a, b, w, row, window, done);
