@@ -51,6 +51,11 @@ for round in $(seq "$rounds"); do
     echo "round $round of $rounds done" >&2
 done
 
+if [ ! -s "$results" ]; then
+    echo "no benchmark matched '$filter' (or $bench did not run)" >&2
+    exit 1
+fi
+
 python3 - "$results" "$@" <<'EOF'
 import collections
 import statistics
