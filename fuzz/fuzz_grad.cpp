@@ -219,7 +219,11 @@ void RunOne(FuzzedDataProvider &fdp) {
         }
         if (share >= 0) {
             spec.buffer = share;
-            if (bytes < 0) invalidate(std::string(kSlotNames[slot]) + " storage larger than memory");
+            if (bytes < 0) {
+                invalidate(std::string(kSlotNames[slot]) + " storage larger than memory");
+                // The library can check a storage against aclrtMalloc blocks only, not against heap memory.
+                device_mode[share] = true;
+            }
             need[share] = std::max(need[share], std::max<int64_t>(bytes, 1));
             continue;
         }

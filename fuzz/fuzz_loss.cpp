@@ -154,6 +154,8 @@ void RunOne(FuzzedDataProvider &fdp) {
         if (bytes < 0) invalidate("storage larger than memory");
         if (share >= 0) {
             spec.buffer = share;
+            // The library can check a storage against aclrtMalloc blocks only, not against heap memory.
+            if (bytes < 0) device_mode[share] = true;
             need[share] = std::max(need[share], std::max<int64_t>(bytes, 1));
             continue;
         }
