@@ -11,6 +11,11 @@
 # differently from the kernels': the paired ratio of op times, taken within each round, is the figure to compare.
 set -euo pipefail
 
+usage() {
+    echo "usage: $0 [-r ROUNDS] [-f FILTER] [-b GRAD_BENCH] LIBDIR LIBDIR..." >&2
+    exit 2
+}
+
 rounds=6
 filter='^grad/4096x32000/'
 bench=build/bench/grad_bench
@@ -19,14 +24,11 @@ while getopts "r:f:b:" opt; do
         r) rounds=$OPTARG ;;
         f) filter=$OPTARG ;;
         b) bench=$OPTARG ;;
-        *) echo "usage: $0 [-r ROUNDS] [-f FILTER] [-b GRAD_BENCH] LIBDIR LIBDIR..." >&2; exit 2 ;;
+        *) usage ;;
     esac
 done
 shift $((OPTIND - 1))
-if [ $# -lt 2 ]; then
-    echo "usage: $0 [-r ROUNDS] [-f FILTER] [-b GRAD_BENCH] LIBDIR LIBDIR..." >&2
-    exit 2
-fi
+[ $# -ge 2 ] || usage
 for dir in "$@"; do
     if ! ls "$dir"/libopapi_nn.so* > /dev/null 2>&1; then
         echo "$dir: no libopapi_nn.so* there" >&2
@@ -63,7 +65,7 @@ import sys
 
 path, libs = sys.argv[1], sys.argv[2:]
 op = collections.defaultdict(dict)      # (name, lib) -> {round: ms}
-ratio = collections.defaultdict(list)   # (name, lib) -> [x copy]
+xcopy = collections.defaultdict(list)   # (name, lib) -> [x copy]
 names = []
 with open(path) as f:
     for line in f:
@@ -72,7 +74,7 @@ with open(path) as f:
             names.append(name)
         op[(name, int(lib))][int(rnd)] = float(ms)
         if x:
-            ratio[(name, int(lib))].append(float(x))
+            xcopy[(name, int(lib))].append(float(x))
 
 for name in names:
     print(name)
@@ -80,7 +82,7 @@ for name in names:
     for lib, label in enumerate(libs):
         times = op[(name, lib)]
         line = "  %-40s op %8.3f ms  x copy %5.2f" % (
-            label[-40:], statistics.median(times.values()), statistics.median(ratio[(name, lib)] or [float("nan")]))
+            label[-40:], statistics.median(times.values()), statistics.median(xcopy[(name, lib)] or [float("nan")]))
         if lib > 0:
             paired = sorted(times[r] / base[r] for r in times if r in base)
             line += "  op / first: %.3f (%.3f-%.3f, %d rounds)" % (
