@@ -19,6 +19,7 @@
 
 #include "common/float_convert.h"
 #include "ops/cross_entropy/grad_plan.h"
+#include "ops/cross_entropy/grad_rows.h"
 #include "ops/cross_entropy/kernels/grad_hwy_shared.h"
 #include "ops/cross_entropy/kernels/grad_kernel.h"
 
@@ -135,6 +136,8 @@ Problem MakeProblem(aclDataType dtype, int64_t n, int64_t c, Variant variant, ui
         for (auto &w : p.weight) weight_sum += w = static_cast<float>(0.25 + 2.0 * unit(rng));
     }
     const double smoothing = (variant == kSmoothedWeighted || variant == kSmoothed) ? 0.1 : 0.0;
+    double max_abs_weight = 1.0;
+    if (weighted) max_abs_weight = *std::max_element(p.weight.begin(), p.weight.end());
     p.rows.resize(n);
     for (int64_t i = 0; i < n; ++i) {
         GradRowCoefficients &row = p.rows[i];
@@ -149,6 +152,7 @@ Problem MakeProblem(aclDataType dtype, int64_t n, int64_t c, Variant variant, ui
         row.b = smooth;
         row.g = nll;
         row.kind = kRowCompute;
+        row.flags = GradRowFlags(smooth, max_abs_weight);
         if (i % 7 == 3) row = GradRowCoefficients{0, 0, 0, -1, kRowZero, 0};  // ignored row
     }
     return p;
@@ -726,6 +730,113 @@ TEST_P(GradKernelTest, RefinedLanesNearSubnormal) {
         mismatches += Bits(ACL_BF16, whole.data(), k) != Bits(ACL_BF16, p.out.data(), k);
     }
     EXPECT_EQ(mismatches, 0) << kernel.name << ": whole rows differ from one-column tiles";
+}
+
+// fp16 rows whose bias term is small (kRowSmallBias: |b| max_j |w_j| <= kSmallBiasLimit, as the prologue flags
+// them) skip the cancellation guard. Rows at that limit, with inputs around the cancellation point exp(x) a = b w_j,
+// must still lie within one ulp of the reference. The same inputs with |b| 2^16 times larger, flagged anyway (the
+// prologue never would), must miss it somewhere: that shows the flag does skip the guard and the inputs do cancel.
+TEST_P(GradKernelTest, SmallBiasFp16RowsSkipTheGuard) {
+    const GradKernelInfo &kernel = *GetParam();
+    std::mt19937 rng(3141);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    Problem p;
+    p.dtype = ACL_FLOAT16;
+    p.n = 16;
+    p.c = p.in_stride = p.out_stride = 4096 + 7;
+    p.in.assign(p.n * p.c * 2 + 8, 0);
+    p.out.assign(p.n * p.c * 2 + 8, 0);
+    for (int64_t j = 0; j < p.c; ++j) p.weight.push_back(static_cast<float>(0.5 + unit(rng)));
+    const double max_w = *std::max_element(p.weight.begin(), p.weight.end());
+    for (const double excess : {1.0, 65536.0}) {
+        p.rows.clear();
+        int64_t near_cancellation = 0;
+        for (int64_t i = 0; i < p.n; ++i) {
+            // |b| max_w from half the limit up to the limit itself (row 0), both signs; a of b's sign, so that
+            // exp(x) a = b w_j at x_j = log(w_j) - 1.5 - u, in [-3.2, -1.1], where fp16 steps are 2^-10 or 2^-9.
+            const double b =
+                kSmallBiasLimit * excess / max_w * (i == 0 ? 1.0 : 1.0 - 0.5 * unit(rng)) * (i % 2 ? -1.0 : 1.0);
+            const double a = b * std::exp(1.5 + unit(rng));
+            GradRowCoefficients row{a, b, 0.0, -1, kRowCompute, kRowSmallBias};
+            if (excess == 1.0) {
+                EXPECT_EQ(GradRowFlags(b, max_w), kRowSmallBias) << "row " << i;
+            }
+            p.rows.push_back(row);
+            for (int64_t j = 0; j < p.c; ++j) {
+                const double x = std::log(b * p.weight[j] / a) + std::ldexp(2.0 * unit(rng) - 1.0, -8);
+                StoreFromDouble(ACL_FLOAT16, p.in.data(), i * p.c + j, x);
+                const double m = std::exp(ToDouble(ACL_FLOAT16, p.in.data(), i * p.c + j)) * a;
+                near_cancellation += std::fabs(m - b * p.weight[j]) < std::ldexp(std::fabs(b * p.weight[j]), -10);
+            }
+        }
+        // Lanes the guard would flag: about a quarter of the elements.
+        EXPECT_GT(near_cancellation, p.n * p.c / 8);
+        Poison(p.out);
+        GradKernelArgs args = p.Args();
+        kernel.run(args, GradTile{0, p.n, 0, p.c});
+        const std::vector<uint8_t> ref = ReferenceOutput(p);
+        const std::string what = std::string(kernel.name) + " |b| max|w| = " + std::to_string(excess) + " limit";
+        if (excess == 1.0) {
+            ExpectCorrectlyRounded(ExpectMatches(p, p.out.data(), p.c, ref, what), ACL_FLOAT16, what);
+        } else {
+            const Stats s = Compare(p, p.out.data(), p.c, ref.data(), p.c);
+            EXPECT_GT(s.bad, 0) << what << ": every element within one ulp, max " << s.max_ulp;
+        }
+    }
+}
+
+// The prologue flags a row kRowSmallBias exactly when |b| max_j |w_j| <= kSmallBiasLimit, with the maximum over all
+// C weights (here the largest sits in the tail after the prologue's blocks of eight), and never where a weight is
+// infinite or NaN. Each case scales gradLoss so that |b| max|w| is just below or just above the limit.
+class RecordingContext final : public TaskContext {
+public:
+    void RecordError(int, const std::string &) override { ++errors; }
+    int errors = 0;
+};
+
+TEST(GradPrologue, SmallBiasFlag) {
+    const int64_t n = 5, c = 19;
+    const double smoothing = 0.1;
+    std::vector<int64_t> target = {0, 3, 18, 7, 11};
+    for (const double where : {0.9, 1.1}) {  // |b| max|w| as a multiple of the limit
+        for (const float odd_weight : {1.75f, INFINITY, NAN}) {
+            std::vector<float> weight(c, 1.0f);
+            weight[5] = -1.25f;          // negative weights count by magnitude
+            weight[c - 1] = odd_weight;  // the largest, in the tail
+            // Sum reduction: b = gradLoss * smoothing / C on every row.
+            const float max_w = std::isfinite(odd_weight) ? odd_weight : 1.25f;
+            const float grad_loss = static_cast<float>(where * kSmallBiasLimit * c / (smoothing * max_w));
+            CrossEntropyGradProblem p;
+            p.n = n;
+            p.c = c;
+            p.dtype = ACL_FLOAT;
+            p.reduction = Reduction::kSum;
+            p.label_smoothing = smoothing;
+            const auto operand = [](void *data, int64_t elements, int64_t element_size) {
+                Operand o;
+                o.present = true;
+                o.data = data;
+                o.elements = elements;
+                o.stride0 = elements > 1 ? 1 : 0;
+                o.element_size = element_size;
+                return o;
+            };
+            float grad = grad_loss;
+            p.inputs[kGradLoss] = operand(&grad, 1, 4);
+            p.inputs[kTarget] = operand(target.data(), n, 8);
+            p.inputs[kWeight] = operand(weight.data(), c, 4);
+            std::vector<GradRowCoefficients> rows(n);
+            RecordingContext context;
+            ComputeGradRows(p, rows.data(), context);
+            EXPECT_EQ(context.errors, 0);
+            const bool want = where < 1.0 && std::isfinite(odd_weight);
+            for (int64_t i = 0; i < n; ++i) {
+                EXPECT_EQ(rows[i].flags, want ? kRowSmallBias : 0)
+                    << "row " << i << " b " << rows[i].b << " odd weight " << odd_weight << " at " << where
+                    << " of the limit";
+            }
+        }
+    }
 }
 
 // out == logProb: the same bits as out of place.

@@ -24,16 +24,26 @@ double LoadFloat(const Operand &operand, aclDataType dtype, int64_t index) {
     return LoadFloatAt(operand.Element(index, operand.stride0), dtype);
 }
 
-// W = sum_j w_j of the FLOAT weight vector, in double, in one fixed order whatever the threads or the CPU: eight
-// partial sums (j mod 8), then combined pairwise. The independent sums let the additions overlap; a single running
-// sum was most of the call for one row of 152064 classes.
-double SumWeights(const Operand &weight, int64_t c) {
+// Sum and largest magnitude of the FLOAT weight vector.
+struct WeightSummary {
+    double sum;      // W = sum_j w_j
+    double max_abs;  // max_j |w_j|, or +inf where a weight is not finite (GradRowFlags then sets no flag)
+};
+
+// W in double, in one fixed order whatever the threads or the CPU: eight partial sums (j mod 8), then combined
+// pairwise. The independent sums let the additions overlap; a single running sum was most of the call for one row
+// of 152064 classes. The largest |w_j| comes from the same pass.
+WeightSummary SummarizeWeights(const Operand &weight, int64_t c) {
     constexpr int kParts = 8;
     double part[kParts] = {};
-    const auto add = [&part](int k, const char *element) {
+    float max_abs[kParts] = {};
+    bool finite = true;
+    const auto add = [&](int k, const char *element) {
         float w;
         std::memcpy(&w, element, sizeof(w));
         part[k] += static_cast<double>(w);
+        max_abs[k] = std::fmax(max_abs[k], std::fabs(w));
+        finite &= std::isfinite(w);
     };
     int64_t j = 0;
     if (weight.stride0 == 1) {  // the usual layout: plain loads, which the compiler vectorises lane by lane
@@ -47,7 +57,10 @@ double SumWeights(const Operand &weight, int64_t c) {
         }
     }
     for (int k = 0; j < c; ++j, ++k) add(k, weight.Element(j, weight.stride0));
-    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    float max = 0.0f;
+    for (float m : max_abs) max = std::fmax(max, m);
+    return WeightSummary{((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])),
+                         finite ? static_cast<double>(max) : std::numeric_limits<double>::infinity()};
 }
 
 }  // namespace
@@ -93,10 +106,10 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
     }
 
     const bool mean = p.reduction == Reduction::kMean;
-    double weight_sum = static_cast<double>(p.c);  // W = sum_j w_j
-    if (weight.present && p.label_smoothing != 0.0) {
-        weight_sum = SumWeights(weight, p.c);
-    }
+    // Without label smoothing b is 0: W is not used, and the guard that kRowSmallBias lets a kernel skip never flags
+    // a lane of a row with b = 0, so the flag changes nothing there.
+    WeightSummary weights{static_cast<double>(p.c), 1.0};
+    if (weight.present && p.label_smoothing != 0.0) weights = SummarizeWeights(weight, p.c);
     // A mean over zero total weight drops the cross-entropy terms altogether (DESIGN.md: zeros), even for an
     // infinite or NaN gradLoss, which a factor of 0 would turn into NaN.
     const bool ce_vanishes = mean && weight_total == 0.0;
@@ -116,9 +129,10 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
             const double gz = grad_zloss.present ? LoadFloat(grad_zloss, p.dtype, per_row ? i : 0) : 0.0;
             lse_grad = 2.0 * p.zloss_scale * LoadFloat(lse, p.dtype, i) * (g + gz) * zloss_scale;
         }
-        row.a = nll + smooth * weight_sum + lse_grad;
+        row.a = nll + smooth * weights.sum + lse_grad;
         row.b = smooth;
         row.g = nll;
+        row.flags = GradRowFlags(smooth, weights.max_abs);
         if (row.a == 0.0 && row.b == 0.0 && row.g == 0.0) row.kind = kRowZero;
     }
 }

@@ -307,6 +307,14 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
 //   bf16, degree 4: error <= 2^-17.35 (1 + 2^8) |out| + 2^-24 |out| <= 2^-9.34 |out|, ulp >= 2^-8 |out|: 0.40 ulp.
 //   bf16, degree 5: error <= 2^-22.3 (1 + 2^13) |out| + 2^-24 |out| <= 2^-9.29 |out|, ulp >= 2^-8 |out|: 0.41 ulp.
 //   fp16, degree 5: error <= 2^-22.3 (1 + 2^10) |out| + 2^-24 |out| <= 2^-12.29 |out|, ulp >= 2^-11 |out|: 0.41 ulp.
+// fp16 rows flagged kRowSmallBias (|b| max_j |w_j| <= 2^-10, grad_kernel.h) skip the guard (RowSegmentBiased): in
+// them a lane it would flag has |out| < 2^-10 |b w_j| <= 2^-20, so |m| < (1 + 2^-10) 2^-10, and its absolute error,
+// m's 2^-22.3 relative plus the roundings of a and b to fp32 (2^-24 relative each, of |m| and |b w_j|), is at most
+// (2^-22.3 + 2 * 2^-24)(1 + 2^-10) 2^-10 + 2^-24 |out| < 2^-31.5, under 1/180 of fp16's smallest spacing 2^-24:
+// never more than one ulp off, and rarely misrounded (2^-4 would still keep one ulp, at 0.33 of 2^-24, but
+// misrounded 3% of the elements where every input sits near the cancellation; 2^-10: 0.04%, test
+// SmallBiasFp16RowsSkipTheGuard). Mean-reduced gradients have |b| about gradLoss * smoothing / (C N), so nearly every
+// fp16 training row qualifies; the guard's tests were a quarter of their time (4096 x 32000, smoothed+weighted).
 template <aclDataType kType, int kDegree>
 constexpr float kCancellationBound = kType == ACL_BF16 ? (kDegree <= 4 ? 0x1p-8f : 0x1p-13f) : 0x1p-10f;
 
@@ -370,11 +378,11 @@ HWY_NOINLINE void StoreCancelled(DF df, VF x, VF value, hn::Mask<DF> cancelled, 
 // Computes and stores one vector (count = lanes, or fewer into a buffer by the caller).
 // kFast: t = ExpShifted(x) is in the row's fast window, and a, b and the weights are finite, so no lane is NaN
 // (t is not used otherwise).
-template <aclDataType kType, BiasKind kBias, bool kStream, bool kFast>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kFast>
 HWY_INLINE void StoreVector(DF df, VF x, VF t, VF a, VF b, const float *w, const GradRowCoefficients &row,
                             typename Storage<kType>::T *out) {
     const VF value = RowValue<kType, kBias, kFast>(df, x, t, a, b, w);
-    if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
+    if constexpr (kType != ACL_FLOAT && kBias != kNoBias && kGuard) {
         const auto cancelled = Cancelled<kType, kBias>(df, value, b, w);
         if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
             StoreCancelled<kType, kBias>(df, x, value, cancelled, a, b, row, w, out);
@@ -390,13 +398,13 @@ HWY_INLINE void StoreVector(DF df, VF x, VF t, VF a, VF b, const float *w, const
 
 // Two vectors at once (the row loop's body): one test of both vectors' cancellation masks, so that the common case
 // (nothing cancelled) costs one branch per pair. The values are StoreVector's, bit for bit.
-template <aclDataType kType, BiasKind kBias, bool kStream, bool kFast>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kFast>
 HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF t0, VF t1, VF a, VF b, const float *w0, const float *w1,
                           const GradRowCoefficients &row, typename Storage<kType>::T *out0,
                           typename Storage<kType>::T *out1) {
     const VF value0 = RowValue<kType, kBias, kFast>(df, x0, t0, a, b, w0);
     const VF value1 = RowValue<kType, kBias, kFast>(df, x1, t1, a, b, w1);
-    if constexpr (kType != ACL_FLOAT && kBias != kNoBias) {
+    if constexpr (kType != ACL_FLOAT && kBias != kNoBias && kGuard) {
         const auto cancelled0 = Cancelled<kType, kBias>(df, value0, b, w0);
         const auto cancelled1 = Cancelled<kType, kBias>(df, value1, b, w1);
         if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(cancelled0, cancelled1)))) {
@@ -444,9 +452,9 @@ HWY_INLINE void CopyOutPartial(D d, const T *buf, T *dst, size_t count) {
 // Fewer than a vector's lanes: through a stack buffer, so that nothing outside [0, count) is read or written, on
 // every target (masked loads are exact only on some: kMaskedIsExact, where they replace the copies, which cost more
 // than the arithmetic in rows of a few classes). The values are the vector path's, bit for bit.
-template <aclDataType kType, BiasKind kBias>
-HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
-                             size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row) {
+template <aclDataType kType, BiasKind kBias, bool kGuard>
+HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
+                             VF a, VF b, const float *w, const GradRowCoefficients &row) {
     using T = typename Storage<kType>::T;
     using DT = hn::Rebind<T, DF>;  // the storage lanes of one vector
     constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
@@ -456,7 +464,7 @@ HWY_NOINLINE void RowPartial(DF df, const typename Storage<kType>::T *in, typena
     CopyInPartial(DT(), in, in_buf, count);
     if constexpr (kBias == kWeightBias) CopyInPartial(df, w, w_buf, count);
     const VF x = Storage<kType>::Load(df, in_buf);
-    StoreVector<kType, kBias, false, false>(df, x, x, a, b, w_buf, row, out_buf);
+    StoreVector<kType, kBias, kGuard, false, false>(df, x, x, a, b, w_buf, row, out_buf);
     CopyOutPartial(DT(), out_buf, out, count);
 }
 
@@ -649,9 +657,9 @@ HWY_INLINE bool PairFlagged(DF df, const uint16_t *in, uint16_t *out, bool fast,
     const size_t lanes = hn::Lanes(df);
     const VF x0 = Storage<ACL_BF16>::Load(df, in);
     const VF x1 = Storage<ACL_BF16>::Load(df, in + lanes);
-    StoreVector<ACL_BF16, kBias, false, false>(df, x0, x0, a, b, wj, row, out);
-    StoreVector<ACL_BF16, kBias, false, false>(df, x1, x1, a, b, kBias == kWeightBias ? wj + lanes : wj, row,
-                                               out + lanes);
+    StoreVector<ACL_BF16, kBias, true, false, false>(df, x0, x0, a, b, wj, row, out);
+    StoreVector<ACL_BF16, kBias, true, false, false>(df, x1, x1, a, b, kBias == kWeightBias ? wj + lanes : wj, row,
+                                                     out + lanes);
     return true;
 }
 
@@ -737,10 +745,9 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
 // The pair loop and the vector tail: out[j, end) from in[j, end), every vector by StorePair or StoreVector (bf16 by
 // RowLoopBf16Pairs); w is the weight of column 0 (kWeightBias only). Reads each input vector before writing the
 // output vector at the same place, so out == in works. Returns end rounded down to whole vectors.
-template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kNative>
 HWY_INLINE size_t RowPairs(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
-                           size_t end, VF a, VF b, const float *w, const GradRowCoefficients &row,
-                           FastWindow window) {
+                           size_t end, VF a, VF b, const float *w, const GradRowCoefficients &row, FastWindow window) {
     const size_t lanes = hn::Lanes(df);
     const auto base = hn::Set(DU(), window.base);
     constexpr int kDegree = Storage<kType>::kExpDegree;
@@ -760,27 +767,29 @@ HWY_INLINE size_t RowPairs(DF df, const typename Storage<kType>::T *in, typename
         const VF t1 = ExpShifted<kDegree>(df, x1);
         const float *wj1 = kBias == kWeightBias ? wj + lanes : w;
         if (HWY_LIKELY(InFastWindow(t0, t1, base))) {
-            StorePair<kType, kBias, kStream, true>(df, x0, x1, t0, t1, a, b, wj, wj1, row, out + j, out + j + lanes);
+            StorePair<kType, kBias, kGuard, kStream, true>(df, x0, x1, t0, t1, a, b, wj, wj1, row, out + j,
+                                                           out + j + lanes);
         } else {
-            StorePair<kType, kBias, kStream, false>(df, x0, x1, x0, x1, a, b, wj, wj1, row, out + j,
-                                                    out + j + lanes);
+            StorePair<kType, kBias, kGuard, kStream, false>(df, x0, x1, x0, x1, a, b, wj, wj1, row, out + j,
+                                                            out + j + lanes);
         }
     }
     for (; j + lanes <= end; j += lanes) {
         if constexpr (kBias == kWeightBias) wj = w + j;
         const VF x = Storage<kType>::Load(df, in + j);
-        StoreVector<kType, kBias, kStream, false>(df, x, x, a, b, wj, row, out + j);
+        StoreVector<kType, kBias, kGuard, kStream, false>(df, x, x, a, b, wj, row, out + j);
     }
     return j;
 }
 
-// RowPairs out of line, once per type, bias kind and store kind (and with the AVX-512 BF16 instructions for the
-// kernel that has them): the rare blocks of RowLoop and every row's tail call it.
-template <aclDataType kType, BiasKind kBias, bool kStream>
-HWY_NOINLINE size_t RowPairsOf(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
-                               size_t j, size_t end, VF a, VF b, const float *w, const GradRowCoefficients &row,
+// RowPairs out of line, once per type, bias kind, guard (kGuard false: fp16 rows flagged kRowSmallBias only) and
+// store kind (and with the AVX-512 BF16 instructions for the kernel that has them): the rare blocks of RowLoop and
+// every row's tail call it.
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream>
+HWY_NOINLINE size_t RowPairsOf(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
+                               size_t end, VF a, VF b, const float *w, const GradRowCoefficients &row,
                                FastWindow window) {
-    return RowPairs<kType, kBias, kStream, false>(df, in, out, j, end, a, b, w, row, window);
+    return RowPairs<kType, kBias, kGuard, kStream, false>(df, in, out, j, end, a, b, w, row, window);
 }
 
 #if OPENACLNN_GRAD_NATIVE_BF16
@@ -788,11 +797,11 @@ template <BiasKind kBias>
 OPENACLNN_NATIVE_BF16_ATTR HWY_NOINLINE size_t RowPairsNativeBf16(DF df, const uint16_t *in, uint16_t *out, size_t j,
                                                                   size_t end, VF a, VF b, const float *w,
                                                                   const GradRowCoefficients &row, FastWindow window) {
-    return RowPairs<ACL_BF16, kBias, false, true>(df, in, out, j, end, a, b, w, row, window);
+    return RowPairs<ACL_BF16, kBias, true, false, true>(df, in, out, j, end, a, b, w, row, window);
 }
 #endif
 
-template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kNative>
 HWY_INLINE size_t RowPairsOutOfLine(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
                                     size_t j, size_t end, VF a, VF b, const float *w, const GradRowCoefficients &row,
                                     FastWindow window) {
@@ -801,7 +810,7 @@ HWY_INLINE size_t RowPairsOutOfLine(DF df, const typename Storage<kType>::T *in,
         return RowPairsNativeBf16<kBias>(df, in, out, j, end, a, b, w, row, window);
     }
 #endif
-    return RowPairsOf<kType, kBias, kStream>(df, in, out, j, end, a, b, w, row, window);
+    return RowPairsOf<kType, kBias, kGuard, kStream>(df, in, out, j, end, a, b, w, row, window);
 }
 
 // One block of four fp16 vectors (or bf16 ones in the layout of Storage, for streaming stores) if every lane is on
@@ -809,7 +818,7 @@ HWY_INLINE size_t RowPairsOutOfLine(DF df, const typename Storage<kType>::T *in,
 // branch for the four window tests and one for the four guards. Returns false, having written nothing, otherwise.
 // Every value-dependent branch in flight costs on AMD Zen 5 even when predicted: blocks of four instead of pairs
 // took fp16 rows with a bias term from about 0.18 to 0.155 ns per element in cache.
-template <aclDataType kType, BiasKind kBias, bool kStream>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream>
 HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, VF a, VF b,
                          const float *w, hn::Vec<DU> base) {
     using S = Storage<kType>;
@@ -829,7 +838,7 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
     const VF v1 = RowValue<kType, kBias, true>(df, x1, t1, a, b, w1);
     const VF v2 = RowValue<kType, kBias, true>(df, x2, t2, a, b, w2);
     const VF v3 = RowValue<kType, kBias, true>(df, x3, t3, a, b, w3);
-    if constexpr (kBias != kNoBias) {
+    if constexpr (kBias != kNoBias && kGuard) {
         const auto c01 = hn::Or(Cancelled<kType, kBias>(df, v0, b, w), Cancelled<kType, kBias>(df, v1, b, w1));
         const auto c23 = hn::Or(Cancelled<kType, kBias>(df, v2, b, w2), Cancelled<kType, kBias>(df, v3, b, w3));
         if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(c01, c23)))) return false;
@@ -881,7 +890,7 @@ HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a
 // vectors (QuadFast); a block that leaves the fast path, or has a flagged lane, is done again from its input by
 // RowPairs, out of line, as is the row's tail: the same bits either way. fp32 rows, bound by memory and without the
 // guard, keep the pairs (blocks of four gained nothing measurable there).
-template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative = false>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kNative = false>
 HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
                         size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, FastWindow window,
                         size_t *done) {
@@ -897,23 +906,25 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
             } else
 #endif
             {
-                done_fast = QuadFast<kType, kBias, kStream>(df, in + j, out + j, a, b, wj, base);
+                done_fast = QuadFast<kType, kBias, kGuard, kStream>(df, in + j, out + j, a, b, wj, base);
             }
             if (HWY_UNLIKELY(!done_fast)) {
-                RowPairsOutOfLine<kType, kBias, kStream, kNative>(df, in, out, j, j + block, a, b, w, row, window);
+                RowPairsOutOfLine<kType, kBias, kGuard, kStream, kNative>(df, in, out, j, j + block, a, b, w, row,
+                                                                          window);
             }
         }
     }
-    *done = RowPairsOutOfLine<kType, kBias, kStream, kNative>(df, in, out, j, count, a, b, w, row, window);
+    *done = RowPairsOutOfLine<kType, kBias, kGuard, kStream, kNative>(df, in, out, j, count, a, b, w, row, window);
 }
 
-// The row loops out of line: one function per type, bias kind and store kind, each called from RowSegment. Inlined,
-// every kernel held some twenty copies of them, and the sanitizer builds of this file took minutes per target.
-template <aclDataType kType, BiasKind kBias, bool kStream>
+// The row loops out of line: one function per type, bias kind, guard and store kind, each called from RowSegment.
+// Inlined, every kernel held some twenty copies of them, and the sanitizer builds of this file took minutes per
+// target.
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream>
 HWY_NOINLINE void RowLoopOf(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
-                            size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row,
-                            FastWindow window, size_t *done) {
-    RowLoop<kType, kBias, kStream>(df, in, out, j, count, a, b, w, row, window, done);
+                            size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row, FastWindow window,
+                            size_t *done) {
+    RowLoop<kType, kBias, kGuard, kStream>(df, in, out, j, count, a, b, w, row, window, done);
 }
 
 #if OPENACLNN_GRAD_NATIVE_BF16
@@ -922,14 +933,14 @@ OPENACLNN_NATIVE_BF16_ATTR HWY_NOINLINE void RowLoopNativeBf16(DF df, const uint
                                                                size_t count, VF a, VF b, const float *w,
                                                                const GradRowCoefficients &row, FastWindow window,
                                                                size_t *done) {
-    RowLoop<ACL_BF16, kBias, false, true>(df, in, out, j, count, a, b, w, row, window, done);
+    RowLoop<ACL_BF16, kBias, true, false, true>(df, in, out, j, count, a, b, w, row, window, done);
 }
 #endif
 
 // RowLoopOf, or RowLoopNativeBf16 for kNative bf16 rows (as RowPairsOutOfLine chooses for the pair loop).
-template <aclDataType kType, BiasKind kBias, bool kStream, bool kNative>
-HWY_INLINE void RowLoopOutOfLine(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
-                                 size_t j, size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row,
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kNative>
+HWY_INLINE void RowLoopOutOfLine(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t j,
+                                 size_t count, VF a, VF b, const float *w, const GradRowCoefficients &row,
                                  FastWindow window, size_t *done) {
 #if OPENACLNN_GRAD_NATIVE_BF16
     if constexpr (kNative && kType == ACL_BF16) {
@@ -937,14 +948,14 @@ HWY_INLINE void RowLoopOutOfLine(DF df, const typename Storage<kType>::T *in, ty
         return;
     }
 #endif
-    RowLoopOf<kType, kBias, kStream>(df, in, out, j, count, a, b, w, row, window, done);
+    RowLoopOf<kType, kBias, kGuard, kStream>(df, in, out, j, count, a, b, w, row, window, done);
 }
 
 // native: the row may use the native bf16 conversion (only ever true in kNative kernels, see NativeBf16Safe).
-template <aclDataType kType, BiasKind kBias, bool kNative>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kNative>
 HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
-                           const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream,
-                           bool native) {
+                             const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream,
+                             bool native) {
     using T = typename Storage<kType>::T;
     if (HWY_UNLIKELY(RowNeedsDouble(row))) {
         StoreExactRow(kType, in, out, count, row, w);
@@ -964,17 +975,17 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
             stream = false;  // not even element-aligned: plain stores
         } else if (misalign != 0) {
             j = HWY_MIN(count, (align - misalign) / sizeof(T));
-            RowPartial<kType, kBias>(df, in, out, j, a, b, w, row);
+            RowPartial<kType, kBias, kGuard>(df, in, out, j, a, b, w, row);
         }
     }
     if (stream) {
-        RowLoopOutOfLine<kType, kBias, true, false>(df, in, out, j, count, a, b, w, row, window, &j);
+        RowLoopOutOfLine<kType, kBias, kGuard, true, false>(df, in, out, j, count, a, b, w, row, window, &j);
     } else if (native) {
-        RowLoopOutOfLine<kType, kBias, false, kNative>(df, in, out, j, count, a, b, w, row, window, &j);
+        RowLoopOutOfLine<kType, kBias, kGuard, false, kNative>(df, in, out, j, count, a, b, w, row, window, &j);
     } else {
-        RowLoopOutOfLine<kType, kBias, false, false>(df, in, out, j, count, a, b, w, row, window, &j);
+        RowLoopOutOfLine<kType, kBias, kGuard, false, false>(df, in, out, j, count, a, b, w, row, window, &j);
     }
-    if (j < count) RowPartial<kType, kBias>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
+    if (j < count) RowPartial<kType, kBias, kGuard>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
 }
 
 template <typename T>
@@ -1043,6 +1054,21 @@ HWY_INLINE bool NativeBf16Safe(double b_abs, double w_min_nonzero, double w_max)
     return (b_abs >= 0x1p-110 && b_abs * w_min_nonzero >= 0x1p-116) || b_abs * w_max < 0x1p-126;
 }
 
+// RowSegment for a row with a bias term: without the cancellation guard for fp16 rows flagged kRowSmallBias
+// (kCancellationBound says why they may skip it), with it otherwise.
+template <aclDataType kType, BiasKind kBias, bool kNative>
+HWY_INLINE void RowSegmentBiased(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
+                                 const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream,
+                                 bool native) {
+    if constexpr (kType == ACL_FLOAT16) {
+        if ((row.flags & kRowSmallBias) != 0) {
+            RowSegment<kType, kBias, false, kNative>(in, out, count, row, w, weights_finite, stream, native);
+            return;
+        }
+    }
+    RowSegment<kType, kBias, true, kNative>(in, out, count, row, w, weights_finite, stream, native);
+}
+
 // One row's segment with the bias kind the row needs (see BiasKind); w is the weight of column 0 or nullptr.
 template <aclDataType kType, bool kNative>
 HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
@@ -1050,13 +1076,14 @@ HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename
                                   bool stream) {
     const double b_abs = std::fabs(static_cast<double>(static_cast<float>(row.b)));
     if (row.b == 0.0 && !std::signbit(row.b) && weights.positive) {
-        RowSegment<kType, kNoBias, kNative>(in, out, count, row, nullptr, weights.finite, stream, kNative);
+        RowSegment<kType, kNoBias, true, kNative>(in, out, count, row, nullptr, weights.finite, stream, kNative);
     } else if (w == nullptr) {
-        RowSegment<kType, kConstBias, kNative>(in, out, count, row, nullptr, weights.finite, stream,
-                                               kNative && NativeBf16Safe(b_abs, 1.0, 1.0));
+        RowSegmentBiased<kType, kConstBias, kNative>(in, out, count, row, nullptr, weights.finite, stream,
+                                                     kNative && NativeBf16Safe(b_abs, 1.0, 1.0));
     } else {
-        RowSegment<kType, kWeightBias, kNative>(in, out, count, row, w, weights.finite, stream,
-                                                kNative && NativeBf16Safe(b_abs, weights.min_nonzero, weights.max));
+        RowSegmentBiased<kType, kWeightBias, kNative>(
+            in, out, count, row, w, weights.finite, stream,
+            kNative && NativeBf16Safe(b_abs, weights.min_nonzero, weights.max));
     }
 }
 

@@ -23,6 +23,22 @@ enum RowKind : int32_t {
     kRowZero = 1,     // ignored row, or a mean whose denominator is zero: all +0
 };
 
+// Facts about a row that let a kernel skip work, set by the prologue; 0 (no flag) is always correct.
+enum RowFlag : int32_t {
+    // |b| * max_j |w_j| <= kSmallBiasLimit, the maximum over all C classes (w_j = 1 without weights; no flag if a
+    // weight is infinite or NaN). An fp16 value near the cancellation exp(x) a = b w_j then has an absolute error far
+    // below fp16's smallest spacing 2^-24, so its rows need no cancellation guard (grad_hwy-inl.h, kCancellationBound).
+    kRowSmallBias = 1,
+};
+constexpr double kSmallBiasLimit = 0x1p-10;
+
+// The RowFlag bits of a row with bias coefficient b, where max_abs_weight is the greatest |w_j| over all C classes
+// (1 without weights, +inf or NaN if a weight is not finite).
+inline int32_t GradRowFlags(double b, double max_abs_weight) {
+    // NaN in either operand compares false: no flag.
+    return (b < 0 ? -b : b) * max_abs_weight <= kSmallBiasLimit ? kRowSmallBias : 0;
+}
+
 // One row's coefficients, computed in double by the prologue (40 bytes, so a table of N rows is N * 40 bytes of
 // workspace). a and b are NaN for a row whose target is out of range (the row becomes NaN); col is then -1.
 struct GradRowCoefficients {
@@ -31,7 +47,7 @@ struct GradRowCoefficients {
     double g;      // subtracted at the target column: the nll term
     int64_t col;   // target column, or -1 when no column gets g
     int32_t kind;  // RowKind
-    int32_t reserved;
+    int32_t flags;  // RowFlag bits
 };
 static_assert(sizeof(GradRowCoefficients) == 40, "coefficient table layout");
 
