@@ -213,6 +213,17 @@ Stats Compare(const Problem &p, const void *got_base, int64_t got_stride, const 
     return s;
 }
 
+// An n x c problem with contiguous rows and zeroed buffers, for tests that fill in inputs, weights and rows.
+Problem DenseProblem(aclDataType dtype, int64_t n, int64_t c) {
+    Problem p;
+    p.dtype = dtype;
+    p.n = n;
+    p.c = p.in_stride = p.out_stride = c;
+    p.in.assign((n * c + 8) * ElementSize(dtype), 0);
+    p.out.assign((n * c + 8) * ElementSize(dtype), 0);
+    return p;
+}
+
 void Poison(std::vector<uint8_t> &buffer) {
     for (size_t k = 0; k + 8 <= buffer.size(); k += 8) std::memcpy(&buffer[k], &kPoison, 8);
 }
@@ -630,12 +641,7 @@ TEST_P(GradKernelTest, TinyBiasNearSubnormalResults) {
     std::mt19937 rng(1618);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     const int bias_exponents[] = {-131, -127, -125, -124, -123, -122, -121, -119, -117, -115, -112, -108};
-    Problem p;
-    p.dtype = ACL_BF16;
-    p.c = p.in_stride = p.out_stride = 1024 + 9;
-    p.n = 4 * static_cast<int64_t>(std::size(bias_exponents));
-    p.in.assign(p.n * p.c * 2 + 8, 0);
-    p.out.assign(p.n * p.c * 2 + 8, 0);
+    Problem p = DenseProblem(ACL_BF16, 4 * static_cast<int64_t>(std::size(bias_exponents)), 1024 + 9);
     // Two passes over the same rows: a constant bias b (no weights), then a bias b w_j (weights, which apply to
     // every row of a problem).
     for (int with_weights = 0; with_weights < 2; ++with_weights) {
@@ -696,12 +702,7 @@ TEST_P(GradKernelTest, LanesPastTheGuardNearSubnormal) {
     const GradKernelInfo &kernel = *GetParam();
     std::mt19937 rng(2718);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    Problem p;
-    p.dtype = ACL_BF16;
-    p.n = 3;
-    p.c = p.in_stride = p.out_stride = 2048 + 13;
-    p.in.assign(p.n * p.c * 2 + 8, 0);
-    p.out.assign(p.n * p.c * 2 + 8, 0);
+    Problem p = DenseProblem(ACL_BF16, 3, 2048 + 13);
     const double a = std::ldexp(1.0 + unit(rng), -110);
     const double b = std::ldexp(1.0 + unit(rng), -100);
     for (int64_t i = 0; i < p.n; ++i) p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
@@ -741,12 +742,7 @@ TEST_P(GradKernelTest, SmallBiasFp16RowsSkipTheGuard) {
     const GradKernelInfo &kernel = *GetParam();
     std::mt19937 rng(3141);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    Problem p;
-    p.dtype = ACL_FLOAT16;
-    p.n = 16;
-    p.c = p.in_stride = p.out_stride = 4096 + 7;
-    p.in.assign(p.n * p.c * 2 + 8, 0);
-    p.out.assign(p.n * p.c * 2 + 8, 0);
+    Problem p = DenseProblem(ACL_FLOAT16, 16, 4096 + 7);
     for (int64_t j = 0; j < p.c; ++j) p.weight.push_back(static_cast<float>(0.5 + unit(rng)));
     const double max_w = *std::max_element(p.weight.begin(), p.weight.end());
     for (const double excess : {1.0, 65536.0}) {
