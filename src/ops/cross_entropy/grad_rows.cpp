@@ -11,9 +11,12 @@
 // gives zeros, as PyTorch does; K == 0 likewise. Everything here is in double: O(N + C) work.
 #include "grad_rows.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ops/common/element_access.h"
 
@@ -32,35 +35,40 @@ struct WeightSummary {
 
 // W in double, in one fixed order whatever the threads or the CPU: eight partial sums (j mod 8), then combined
 // pairwise. The independent sums let the additions overlap; a single running sum was most of the call for one row
-// of 152064 classes. The largest |w_j| comes from the same pass.
-WeightSummary SummarizeWeights(const Operand &weight, int64_t c) {
+// of 152064 classes. The largest |w_j| comes from the same pass, in eight running maxima as well. Every weight is
+// finite exactly when W is: a sum of at most 2^62 finite floats cannot overflow a double, and an infinite or NaN
+// weight makes it infinite or NaN (so a maximum that missed a NaN does no harm). The weights lie `step` bytes
+// apart, a compile-time 4 for the usual contiguous layout, and `omp simd` has the compiler run a block's eight
+// parts as vector lanes (each lane its own sum, so no sum is reordered). With std::fmax per element, a separate
+// finiteness test and a run-time stride, this pass took 3 ns per class: 1 x 152064 smoothed+weighted took 0.33 ms
+// against 0.05 ms without smoothing; now 0.09 ms (grad_bench, 2 threads).
+template <typename Step>
+WeightSummary SummarizeWeightsAt(const char *base, int64_t c, Step step) {
     constexpr int kParts = 8;
     double part[kParts] = {};
-    float max_abs[kParts] = {};
-    bool finite = true;
-    const auto add = [&](int k, const char *element) {
+    float max_part[kParts] = {};
+    const auto add = [&](int k, int64_t j) {
         float w;
-        std::memcpy(&w, element, sizeof(w));
+        std::memcpy(&w, base + j * step, sizeof(w));  // the data may be unaligned
         part[k] += static_cast<double>(w);
-        max_abs[k] = std::fmax(max_abs[k], std::fabs(w));
-        finite &= std::isfinite(w);
+        max_part[k] = std::max(max_part[k], std::fabs(w));
     };
     int64_t j = 0;
-    if (weight.stride0 == 1) {  // the usual layout: plain loads, which the compiler vectorises lane by lane
-        const char *base = weight.Element(0, 1);
-        for (; j + kParts <= c; j += kParts) {
-            for (int k = 0; k < kParts; ++k) add(k, base + (j + k) * sizeof(float));
-        }
-    } else {
-        for (; j + kParts <= c; j += kParts) {
-            for (int k = 0; k < kParts; ++k) add(k, weight.Element(j + k, weight.stride0));
-        }
+    for (; j + kParts <= c; j += kParts) {
+#pragma omp simd
+        for (int k = 0; k < kParts; ++k) add(k, j + k);
     }
-    for (int k = 0; j < c; ++j, ++k) add(k, weight.Element(j, weight.stride0));
+    for (int k = 0; j < c; ++j, ++k) add(k, j);
+    const double sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
     float max = 0.0f;
-    for (float m : max_abs) max = std::fmax(max, m);
-    return WeightSummary{((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])),
-                         finite ? static_cast<double>(max) : std::numeric_limits<double>::infinity()};
+    for (float m : max_part) max = std::max(max, m);
+    return WeightSummary{sum, std::isfinite(sum) ? static_cast<double>(max) : std::numeric_limits<double>::infinity()};
+}
+
+WeightSummary SummarizeWeights(const Operand &weight, int64_t c) {
+    const char *base = weight.Element(0, weight.stride0);
+    if (weight.stride0 == 1) return SummarizeWeightsAt(base, c, std::integral_constant<int64_t, sizeof(float)>());
+    return SummarizeWeightsAt(base, c, weight.stride0 * static_cast<int64_t>(sizeof(float)));
 }
 
 }  // namespace
