@@ -630,6 +630,59 @@ TEST_P(GradKernelTest, FastAndGeneralPathsAgree) {
     }
 }
 
+// Consecutive rows with a bias term b w_j may be done together, sharing their weight loads (fp32 kernels do). Every
+// row here has one, with its own a and b, and inputs from -185 to 185 in a different order per row, so that one row
+// of a pair is on the fast path where the other is not; one row in five holds a NaN, and the row count is odd. The
+// whole tile must give, bit for bit, what one-row tiles give (where no row has a neighbour) and what one-column
+// tiles give (the general path), and stay within the tolerances of the reference.
+TEST_P(GradKernelTest, RowsDoneTogetherGiveOneRowBits) {
+    const GradKernelInfo &kernel = *GetParam();
+    std::mt19937 rng(4242);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (aclDataType dtype : kDtypes) {
+        const int64_t n = 9, c = dtype == ACL_FLOAT ? 4133 : 1031;
+        Problem p = DenseProblem(dtype, n, c);
+        p.weight.resize(c);
+        for (auto &w : p.weight) w = static_cast<float>(0.25 + 2.0 * unit(rng));
+        for (int64_t i = 0; i < n; ++i) {
+            const double a = std::ldexp(1.0 + unit(rng), static_cast<int>(i) * 9 - 40);
+            const double b = a * std::exp(-30.0 * unit(rng)) * (i % 3 == 2 ? -1.0 : 1.0);
+            p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
+            for (int64_t j = 0; j < c; ++j) {
+                // Ascending in even rows, descending in odd ones, so that the window's edges fall apart.
+                const int64_t k = i % 2 ? c - 1 - j : j;
+                const double x = -185.0 + 370.0 * (static_cast<double>(k) + 0.5 * unit(rng)) / static_cast<double>(c);
+                StoreFromDouble(dtype, p.in.data(), i * c + j, i % 5 == 1 && j == 77 ? std::nan("") : x);
+            }
+        }
+        const std::vector<uint8_t> ref = ReferenceOutput(p);
+        GradKernelArgs args = p.Args();
+        Poison(p.out);
+        kernel.run(args, GradTile{0, n, 0, c});
+        const std::vector<uint8_t> whole = p.out;
+        ExpectMatches(p, whole.data(), c, ref, std::string(kernel.name) + " " + DtypeName(dtype) + " whole tile");
+        Poison(p.out);
+        for (int64_t i = 0; i < n; ++i) kernel.run(args, GradTile{i, i + 1, 0, c});
+        const std::vector<uint8_t> by_row = p.out;
+        Poison(p.out);
+        for (int64_t j = 0; j < c; ++j) kernel.run(args, GradTile{0, n, j, j + 1});
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t by_row_mismatches = 0, by_column_mismatches = 0;
+            for (int64_t j = 0; j < c; ++j) {
+                const uint32_t got = Bits(dtype, whole.data(), i * c + j);
+                const auto differs = [&](const std::vector<uint8_t> &other) {
+                    const uint32_t want = Bits(dtype, other.data(), i * c + j);
+                    return got != want && !(IsNanBits(dtype, got) && IsNanBits(dtype, want));
+                };
+                by_row_mismatches += differs(by_row);
+                by_column_mismatches += differs(p.out);
+            }
+            EXPECT_EQ(by_row_mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i;
+            EXPECT_EQ(by_column_mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i;
+        }
+    }
+}
+
 // bf16 results near and below fp32's smallest normal (2^-126), where a bias term b w_j meets exp(x) a of the same
 // tiny size: the cancellation leaves subnormal results on the pair loop's fast path. The native bf16 conversion of
 // hwy:AVX3_BF16 flushes those to zero, so such rows must keep the integer rounding (NativeBf16Safe); rows whose
