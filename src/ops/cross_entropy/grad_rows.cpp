@@ -125,22 +125,39 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
     const double zloss_scale = mean ? (unmasked != 0 ? 1.0 / static_cast<double>(unmasked) : 0.0) : 1.0;
     const double smoothing = p.label_smoothing;
 
+    // The terms that depend on gradLoss (and gradZloss) alone: once per row for reduction none, once per call
+    // otherwise (one scalar each). The expressions, and so the bits, are the same either way.
+    struct GradTerms {
+        double nll_factor = 0.0;  // g (1 - smoothing)
+        double smooth = 0.0;      // g smoothing / C / D
+        double smooth_sum = 0.0;  // smooth W
+        double g_plus_gz = 0.0;   // g + gz, for the z-loss
+        int32_t flags = 0;
+    };
+    const auto terms_of = [&](int64_t k) {
+        GradTerms t;
+        const double g = LoadFloat(grad_loss, p.dtype, k);
+        t.nll_factor = g * (1.0 - smoothing);
+        t.smooth = ce_vanishes ? 0.0 : g * smoothing / static_cast<double>(p.c) * nll_scale;
+        t.smooth_sum = t.smooth * weights.sum;
+        t.flags = GradRowFlags(t.smooth, weights.max_abs);
+        if (zloss) t.g_plus_gz = g + (grad_zloss.present ? LoadFloat(grad_zloss, p.dtype, k) : 0.0);
+        return t;
+    };
+    const GradTerms shared = per_row ? GradTerms{} : terms_of(0);
+
     // Pass 2: the coefficients of each unmasked, valid row.
     for (int64_t i = 0; i < p.n; ++i) {
         GradRowCoefficients &row = rows[i];
         if (row.kind != kRowCompute || row.col < 0) continue;
-        const double g = LoadFloat(grad_loss, p.dtype, per_row ? i : 0);
-        const double nll = ce_vanishes ? 0.0 : g * (1.0 - smoothing) * class_weight(row.col) * nll_scale;
-        const double smooth = ce_vanishes ? 0.0 : g * smoothing / static_cast<double>(p.c) * nll_scale;
+        const GradTerms t = per_row ? terms_of(i) : shared;
+        const double nll = ce_vanishes ? 0.0 : t.nll_factor * class_weight(row.col) * nll_scale;
         double lse_grad = 0.0;
-        if (zloss) {
-            const double gz = grad_zloss.present ? LoadFloat(grad_zloss, p.dtype, per_row ? i : 0) : 0.0;
-            lse_grad = 2.0 * p.zloss_scale * LoadFloat(lse, p.dtype, i) * (g + gz) * zloss_scale;
-        }
-        row.a = nll + smooth * weights.sum + lse_grad;
-        row.b = smooth;
+        if (zloss) lse_grad = 2.0 * p.zloss_scale * LoadFloat(lse, p.dtype, i) * t.g_plus_gz * zloss_scale;
+        row.a = nll + t.smooth_sum + lse_grad;
+        row.b = t.smooth;
         row.g = nll;
-        row.flags = GradRowFlags(smooth, weights.max_abs);
+        row.flags = t.flags;
         if (row.a == 0.0 && row.b == 0.0 && row.g == 0.0) row.kind = kRowZero;
     }
 }

@@ -471,7 +471,9 @@ struct FastWindow {
 HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite) {
     FastWindow window;
     if (!std::isnormal(a) || !std::isfinite(b) || !weights_finite) return window;
-    const int e = std::ilogb(a);
+    uint32_t a_bits;
+    std::memcpy(&a_bits, &a, sizeof(a_bits));
+    const int e = static_cast<int>((a_bits >> 23) & 0xff) - 127;  // ilogb(a) of a normal a, without a libm call
     const int top = HWY_MIN(125 - e, 8);
     const int bottom = HWY_MAX(-124 - e, top - ((1 << kFastWindowBits) - 1));
     if (bottom > top) return window;
@@ -920,7 +922,9 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
             RowPartial<kType, kBias, kGuard>(df, in, out, j, a, b, w, row);
         }
     }
-    if (stream) {
+    if (count < lanes) {
+        // Less than a vector (rows of a few classes): straight to the tail.
+    } else if (stream) {
         RowLoopOutOfLine<kType, kBias, kGuard, true, false>(df, in, out, j, count, a, b, w, row, window, &j);
     } else if (native) {
         RowLoopOutOfLine<kType, kBias, kGuard, false, kNative>(df, in, out, j, count, a, b, w, row, window, &j);
@@ -1117,7 +1121,9 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         const T *in = in_row(i);
         T *out = out_row(i);
         if constexpr (kType == ACL_FLOAT) {
-            if (w != nullptr && !stream && i + 1 < tile.row_end && TwoRowsWeighted(row, args.rows[i + 1], weights)) {
+            // (Rows shorter than a pair of vectors gain nothing: they are all tail.)
+            if (w != nullptr && !stream && i + 1 < tile.row_end && count >= 2 * hn::Lanes(DF()) &&
+                TwoRowsWeighted(row, args.rows[i + 1], weights)) {
                 const GradRowCoefficients &next = args.rows[i + 1];
                 const bool has_col0 = row.col >= tile.col_begin && row.col < tile.col_end;
                 const bool has_col1 = next.col >= tile.col_begin && next.col < tile.col_end;
