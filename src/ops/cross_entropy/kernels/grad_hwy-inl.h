@@ -264,18 +264,21 @@ struct Storage<ACL_BF16> {
 // (no weights), or b * w_j.
 enum BiasKind { kNoBias, kConstBias, kWeightBias };
 
-// m - b * w_j (fused for the 16-bit types, see MulAddT), or m - b.
-template <aclDataType kType>
-HWY_INLINE VF SubWeightBias(DF df, VF m, VF b, VF w) {
-    return MulAddT<kType != ACL_FLOAT>(df, hn::Neg(b), w, m);
-}
-
+// m - b * w_j (fused for the 16-bit types, see MulAddT), or m - b; w: the weights (kWeightBias only).
 template <aclDataType kType, BiasKind kBias>
-HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
-    if constexpr (kBias == kWeightBias) return SubWeightBias<kType>(df, m, b, hn::LoadU(df, w));
+HWY_INLINE VF SubBiasW(DF df, VF m, VF b, VF w) {
+    if constexpr (kBias == kWeightBias) return MulAddT<kType != ACL_FLOAT>(df, hn::Neg(b), w, m);
     (void)w;
     (void)df;
     return hn::Sub(m, b);
+}
+
+// The same with the weights read at w.
+template <aclDataType kType, BiasKind kBias>
+HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
+    if constexpr (kBias == kWeightBias) return SubBiasW<kType, kBias>(df, m, b, hn::LoadU(df, w));
+    (void)w;
+    return SubBiasW<kType, kBias>(df, m, b, b);
 }
 
 // The exp's degree in a row: its output type's (Storage::kExpDegree), except bf16 rows with a bias term, which run
@@ -321,18 +324,27 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
 template <aclDataType kType>
 constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-13f : 0x1p-10f;
 
+// w: the weights (kWeightBias only).
 template <aclDataType kType, BiasKind kBias>
-HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
+HWY_INLINE auto CancelledW(DF df, VF value, VF b, VF w) {
     // |b w_j| * bound, formed as (|b| * bound) * |w_j|: the bound is a power of two, so this is the same value
     // (barring subnormals, where either form flags the same way on every target), and |b| * bound is invariant in
     // the row loop, which leaves one multiplication per vector.
     const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>));
     if constexpr (kBias == kWeightBias) {
-        return hn::Lt(hn::Abs(value), hn::Mul(scaled_b, hn::Abs(hn::LoadU(df, w))));
+        return hn::Lt(hn::Abs(value), hn::Mul(scaled_b, hn::Abs(w)));
     } else {
         (void)w;
         return hn::Lt(hn::Abs(value), scaled_b);
     }
+}
+
+// The same with the weights read at w.
+template <aclDataType kType, BiasKind kBias>
+HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
+    if constexpr (kBias == kWeightBias) return CancelledW<kType, kBias>(df, value, b, hn::LoadU(df, w));
+    (void)w;
+    return CancelledW<kType, kBias>(df, value, b, b);
 }
 
 // Rounds and stores a vector of results whose lanes `cancelled` are recomputed in double from x (the input,
@@ -582,22 +594,13 @@ HWY_INLINE void PairExp(DF df, VF xe, VF xo, VF te, VF to, VF a, VF &ve, VF &vo)
 template <BiasKind kBias>
 HWY_INLINE void PairBias(DF df, VF b, const float *wj, VF &ve, VF &vo, hn::Mask<DF> &cancelled_e,
                          hn::Mask<DF> &cancelled_o) {
-    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<ACL_BF16>));
-    VF limit_e = scaled_b, limit_o = scaled_b;
-    if constexpr (kBias == kWeightBias) {
-        VF we, wo;
-        hn::LoadInterleaved2(df, wj, we, wo);
-        ve = Fma(df, hn::Neg(b), we, ve);
-        vo = Fma(df, hn::Neg(b), wo, vo);
-        limit_e = hn::Mul(scaled_b, hn::Abs(we));
-        limit_o = hn::Mul(scaled_b, hn::Abs(wo));
-    } else {
-        (void)wj;
-        ve = hn::Sub(ve, b);
-        vo = hn::Sub(vo, b);
-    }
-    cancelled_e = hn::Lt(hn::Abs(ve), limit_e);
-    cancelled_o = hn::Lt(hn::Abs(vo), limit_o);
+    VF we = b, wo = b;  // the pair's weights, de-interleaved (kWeightBias only)
+    if constexpr (kBias == kWeightBias) hn::LoadInterleaved2(df, wj, we, wo);
+    (void)wj;
+    ve = SubBiasW<ACL_BF16, kBias>(df, ve, b, we);
+    vo = SubBiasW<ACL_BF16, kBias>(df, vo, b, wo);
+    cancelled_e = CancelledW<ACL_BF16, kBias>(df, ve, b, we);
+    cancelled_o = CancelledW<ACL_BF16, kBias>(df, vo, b, wo);
 }
 
 // A pair with a flagged lane (with degree 5, about 0.02% of the vectors of the benchmark's label-smoothed rows are
@@ -968,21 +971,22 @@ HWY_NOINLINE void RowSegmentsWeightedTwo(const float *in0, float *out0, const fl
             continue;
         }
         const VF w0 = hn::LoadU(df, w + j), w1 = hn::LoadU(df, w + j + lanes);
-        hn::StoreU(SubWeightBias<ACL_FLOAT>(df, ScaledExp<kDegree, true>(df, x00, t00, a0), b0, w0), df, out0 + j);
-        hn::StoreU(SubWeightBias<ACL_FLOAT>(df, ScaledExp<kDegree, true>(df, x01, t01, a0), b0, w1), df,
+        hn::StoreU(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x00, t00, a0), b0, w0), df, out0 + j);
+        hn::StoreU(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x01, t01, a0), b0, w1), df,
                    out0 + j + lanes);
-        hn::StoreU(SubWeightBias<ACL_FLOAT>(df, ScaledExp<kDegree, true>(df, x10, t10, a1), b1, w0), df, out1 + j);
-        hn::StoreU(SubWeightBias<ACL_FLOAT>(df, ScaledExp<kDegree, true>(df, x11, t11, a1), b1, w1), df,
+        hn::StoreU(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x10, t10, a1), b1, w0), df, out1 + j);
+        hn::StoreU(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x11, t11, a1), b1, w1), df,
                    out1 + j + lanes);
     }
-    const size_t done0 = RowPairsOf<ACL_FLOAT, kWeightBias, true, false>(df, in0, out0, j, count, a0, b0, w, row0,
-                                                                           window0);
-    if (done0 < count) RowPartial<ACL_FLOAT, kWeightBias, true>(df, in0 + done0, out0 + done0, count - done0, a0, b0,
-                                                                w + done0, row0);
-    const size_t done1 = RowPairsOf<ACL_FLOAT, kWeightBias, true, false>(df, in1, out1, j, count, a1, b1, w, row1,
-                                                                           window1);
-    if (done1 < count) RowPartial<ACL_FLOAT, kWeightBias, true>(df, in1 + done1, out1 + done1, count - done1, a1, b1,
-                                                                w + done1, row1);
+    const auto rest = [&](const float *in, float *out, VF a, VF b, const GradRowCoefficients &row,
+                          FastWindow window) {
+        const size_t done = RowPairsOf<ACL_FLOAT, kWeightBias, true, false>(df, in, out, j, count, a, b, w, row, window);
+        if (done < count) {
+            RowPartial<ACL_FLOAT, kWeightBias, true>(df, in + done, out + done, count - done, a, b, w + done, row);
+        }
+    };
+    rest(in0, out0, a0, b0, row0, window0);
+    rest(in1, out1, a1, b1, row1, window1);
 }
 
 template <typename T>
@@ -1067,13 +1071,18 @@ HWY_INLINE void RowSegmentBiased(const typename Storage<kType>::T *in, typename 
     RowSegment<kType, kBias, true, kNative>(in, out, count, row, w, weights_finite, stream, native);
 }
 
+// Whether a row has no bias term (kNoBias): b == +0 and every weight finite and non-negative (WeightTraits).
+HWY_INLINE bool RowWithoutBias(const GradRowCoefficients &row, const WeightTraits &weights) {
+    return row.b == 0.0 && !std::signbit(row.b) && weights.positive;
+}
+
 // One row's segment with the bias kind the row needs (see BiasKind); w is the weight of column 0 or nullptr.
 template <aclDataType kType, bool kNative>
 HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
                                   size_t count, const GradRowCoefficients &row, const float *w, WeightTraits weights,
                                   bool stream) {
     const double b_abs = std::fabs(static_cast<double>(static_cast<float>(row.b)));
-    if (row.b == 0.0 && !std::signbit(row.b) && weights.positive) {
+    if (RowWithoutBias(row, weights)) {
         RowSegment<kType, kNoBias, true, kNative>(in, out, count, row, nullptr, weights.finite, stream, kNative);
     } else if (w == nullptr) {
         RowSegmentBiased<kType, kConstBias, kNative>(in, out, count, row, nullptr, weights.finite, stream,
@@ -1090,8 +1099,7 @@ HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename
 HWY_INLINE bool TwoRowsWeighted(const GradRowCoefficients &row0, const GradRowCoefficients &row1,
                                 const WeightTraits &weights) {
     const auto weighted = [&](const GradRowCoefficients &row) {
-        return row.kind != kRowZero && !(row.b == 0.0 && !std::signbit(row.b) && weights.positive) &&
-               !RowNeedsDouble(row);
+        return row.kind != kRowZero && !RowWithoutBias(row, weights) && !RowNeedsDouble(row);
     };
     return weighted(row0) && weighted(row1);
 }
@@ -1113,8 +1121,21 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const auto out_row = [&](int64_t i) {
         return out_base + i * args.out_row_stride + tile.col_begin * args.out_col_stride;
     };
-    const auto target_weight = [&](const GradRowCoefficients &row) {
-        return args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+    // The target column is recomputed in double after its row: its input is read first (out may be logProb).
+    struct TargetInput {
+        bool present;
+        T x;
+    };
+    const auto read_target = [&](int64_t i) {
+        const int64_t col = args.rows[i].col;
+        const bool present = col >= tile.col_begin && col < tile.col_end;
+        return TargetInput{present, present ? in_row(i)[col - tile.col_begin] : T{}};
+    };
+    const auto store_target = [&](int64_t i, const TargetInput &target) {
+        if (!target.present) return;
+        const GradRowCoefficients &row = args.rows[i];
+        const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+        StoreTargetElement(kType, &target.x, out_row(i) + (row.col - tile.col_begin), row, weight);
     };
     for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
         const GradRowCoefficients &row = args.rows[i];
@@ -1124,16 +1145,11 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
             // (Rows shorter than a pair of vectors gain nothing: they are all tail.)
             if (w != nullptr && !stream && i + 1 < tile.row_end && count >= 2 * hn::Lanes(DF()) &&
                 TwoRowsWeighted(row, args.rows[i + 1], weights)) {
-                const GradRowCoefficients &next = args.rows[i + 1];
-                const bool has_col0 = row.col >= tile.col_begin && row.col < tile.col_end;
-                const bool has_col1 = next.col >= tile.col_begin && next.col < tile.col_end;
-                const T x_col0 = has_col0 ? in[row.col - tile.col_begin] : T{};
-                const T x_col1 = has_col1 ? in_row(i + 1)[next.col - tile.col_begin] : T{};
-                RowSegmentsWeightedTwo(in, out, in_row(i + 1), out_row(i + 1), count, row, next, w, weights.finite);
-                if (has_col0) StoreTargetElement(kType, &x_col0, out + (row.col - tile.col_begin), row,
-                                                 target_weight(row));
-                if (has_col1) StoreTargetElement(kType, &x_col1, out_row(i + 1) + (next.col - tile.col_begin), next,
-                                                 target_weight(next));
+                const TargetInput target0 = read_target(i), target1 = read_target(i + 1);
+                RowSegmentsWeightedTwo(in, out, in_row(i + 1), out_row(i + 1), count, row, args.rows[i + 1], w,
+                                       weights.finite);
+                store_target(i, target0);
+                store_target(i + 1, target1);
                 ++i;
                 continue;
             }
@@ -1142,11 +1158,9 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
             ZeroSegment(out, count);
             continue;
         }
-        // The target column is recomputed in double at the end; read its input first (out may be logProb).
-        const bool has_col = row.col >= tile.col_begin && row.col < tile.col_end;
-        const T x_col = has_col ? in[row.col - tile.col_begin] : T{};
+        const TargetInput target = read_target(i);
         RowSegmentAnyBias<kType, kNative>(in, out, count, row, w, weights, stream);
-        if (has_col) StoreTargetElement(kType, &x_col, out + (row.col - tile.col_begin), row, target_weight(row));
+        store_target(i, target);
     }
     if (stream) hwy::FlushStream();
 }
