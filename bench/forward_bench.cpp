@@ -127,6 +127,7 @@ BENCHMARK(BM_Forward)
     ->Args({1, 152064, ACL_FLOAT, 0})
     ->Args({65536, 1000, ACL_FLOAT, 0})
     ->Args({16384, 10, ACL_FLOAT, 0})
+    ->Args({8, 10, ACL_FLOAT, 0})  // the small call: phase 1 + phase 2 + synchronise
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
