@@ -14,6 +14,7 @@
 // Outputs are poisoned before every run, so a kernel that skips an element fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/float_convert.h"
@@ -80,6 +82,7 @@ struct KernelProblem {
     bool smoothing = false;
     bool in_place = false;
     bool stream = false;
+    int split_threads = 0;  // > 0: every row shared by this many threads (split_row), else the rows run whole
 
     struct Result {
         std::vector<double> lse, weighted, log_prob;
@@ -115,7 +118,23 @@ struct KernelProblem {
         args.weight_stride = 1;
         args.rows = rows.data();
         args.stream_stores = stream;
-        kernel.run(args, 0, n);
+        if (split_threads > 0) {
+            LossSpinBarrier barrier(split_threads);
+            LossSplitScratch scratch;
+            scratch.barrier = &barrier;
+            std::vector<std::thread> threads;
+            for (int t = 0; t < split_threads; ++t) {
+                threads.emplace_back([&, t] {
+                    for (int64_t i = 0; i < n; ++i) {
+                        kernel.split_row(args, i, scratch, t, split_threads);
+                        barrier.Wait();
+                    }
+                });
+            }
+            for (std::thread &thread : threads) thread.join();
+        } else {
+            kernel.run(args, 0, n);
+        }
         Result r;
         for (int64_t i = 0; i < n; ++i) {
             r.lse.push_back(rows[i].lse);
@@ -135,6 +154,7 @@ struct KernelProblem {
 
     std::string Describe() const {
         return std::string(DtypeName(dtype)) + " N=" + std::to_string(n) + " C=" + std::to_string(c) +
+               " split_threads=" + std::to_string(split_threads) +
                " stride=" + std::to_string(stride) + " offset=" + std::to_string(offset) +
                " weight=" + (weight.empty() ? "no" : "yes") + " smoothing=" + (smoothing ? "yes" : "no") +
                " in_place=" + (in_place ? "yes" : "no") + " stream=" + (stream ? "yes" : "no");
@@ -230,6 +250,69 @@ TEST(ForwardKernels, BitwiseIdenticalAcrossTargets) {
             if (HasFailure()) {
                 ADD_FAILURE() << "seed " << seed;
                 return;
+            }
+        }
+    }
+}
+
+// Rows shared by threads (split_row, for fewer rows than threads) give the bits of the same rows run whole, for every
+// Highway kernel: lengths around the piece boundaries (LossPieceColumns: 16384 columns, and wider pieces past 64 of
+// them), more threads than pieces, smoothing and weights, in place and streaming stores (RandomProblem draws them),
+// and rows with a NaN, a +inf or all -inf in a later piece.
+TEST(ForwardKernels, RowsSharedByThreadsGiveWholeRowBits) {
+    EXPECT_EQ(LossPieceColumns(1), 16384);
+    EXPECT_EQ(LossPieceColumns(64 * 16384), 16384);
+    EXPECT_EQ(LossPieceColumns(64 * 16384 + 1), 16384 + 2048);
+    EXPECT_EQ(LossPieceCount(16385), 2);
+    const auto hwy = HighwayKernels();
+    struct Shape {
+        aclDataType dtype;
+        int64_t n, c;
+    };
+    const Shape shapes[] = {{ACL_FLOAT, 6, 16384},     {ACL_FLOAT, 6, 16385}, {ACL_FLOAT16, 6, 20000},
+                            {ACL_BF16, 6, 32768 + 17}, {ACL_FLOAT, 6, 40000}, {ACL_BF16, 2, 152064},
+                            {ACL_FLOAT, 1, 64 * 16384 + 2049}};
+    const uint64_t seed = 31337;
+    std::mt19937_64 rng(seed);
+    for (const Shape &shape : shapes) {
+        KernelProblem p = RandomProblem(rng, shape.dtype, shape.n, shape.c);
+        // Rows whose double lane sums round, so that adding the pieces in another order or grouping shows in lse:
+        // logits spread over 70 (terms from 1 down to e^-70), and in the last row one 0 among values in [-60, -20],
+        // so lse = log(1 + d) with d about C e^-20: its ulp is far below that of the lane sum holding the 1.
+        std::uniform_real_distribution<double> wide(-60.0, 10.0), low(-60.0, -20.0);
+        const openaclnn::test::FloatFormat format = openaclnn::test::FormatOf(shape.dtype);
+        for (int64_t i = 0; i < shape.n; ++i) {
+            if (i >= 1 && i <= 3 && i != shape.n - 1) continue;
+            for (int64_t j = 0; j < shape.c; ++j) {
+                const double v = i == shape.n - 1 ? (j == shape.c / 2 ? 0.0 : low(rng)) : wide(rng);
+                p.logits[i * shape.c + j] = openaclnn::test::RoundToFormat(v, format);
+            }
+        }
+        if (shape.n >= 4) {
+            p.logits[1 * shape.c + shape.c - 3] = kNaN;  // a NaN in the last piece
+            p.logits[2 * shape.c + std::min<int64_t>(16384 + 5, shape.c - 1)] = kInf;  // +inf in the last piece
+            for (int64_t j = 0; j < shape.c; ++j) p.logits[3 * shape.c + j] = -kInf;  // all -inf
+        }
+        for (const LossKernelInfo *kernel : hwy) {
+            if (shape.c > 1000000 && kernel->isa_rank < 2) continue;  // a million-column row on one lane: slow
+            p.split_threads = 0;
+            const KernelProblem::Result whole = p.Run(*kernel);
+            ASSERT_TRUE(whole.all_written) << kernel->name << " " << p.Describe();
+            for (const int threads : {2, 3, 5}) {
+                p.split_threads = threads;
+                const KernelProblem::Result shared = p.Run(*kernel);
+                EXPECT_TRUE(shared.all_written) << kernel->name << " " << p.Describe();
+                const std::string name = std::string(kernel->name) + " shared by " + std::to_string(threads);
+                ExpectSameBits(p, kernel->name, whole, name.c_str(), shared);
+                if (HasFailure()) {
+                    ADD_FAILURE() << "seed " << seed;
+                    return;
+                }
+            }
+            if (shape.n >= 4) {
+                EXPECT_TRUE(std::isnan(whole.lse[1]) && std::isnan(whole.lse[2]) && std::isnan(whole.lse[3]))
+                    << p.Describe();
+                EXPECT_TRUE(std::isfinite(whole.lse[0])) << p.Describe();
             }
         }
     }

@@ -70,27 +70,33 @@ INSTANTIATE_TEST_SUITE_P(
                (dtype == ACL_FLOAT ? "fp32" : dtype == ACL_FLOAT16 ? "fp16" : "bf16");
     });
 
-// Every output bitwise identical for OPENACLNN_NUM_THREADS = 1, 2, 3 (rows are never split; the loss reduction
-// is serial in row order).
+// Every output bitwise identical for OPENACLNN_NUM_THREADS = 1, 2, 3: many short rows (each row run whole by one
+// thread), and few long rows, which 3 threads (and for one row 2) share piece by piece; the loss reduction is serial
+// in row order.
 TEST(ForwardDeterminism, SameBitsForAnyThreadCount) {
+    struct Shape {
+        int64_t n, c;
+    };
     for (const aclDataType dtype : {ACL_FLOAT, ACL_BF16}) {
-        for (const Reduction reduction : {Reduction::kMean, Reduction::kSum}) {
-            ForwardCase fc = RandomForwardCase(4242, dtype, 97, 3001);
-            fc.reduction = reduction;
-            fc.label_smoothing = 0.1;
-            fc.zloss_scale = 1e-3;
-            fc.lse_empty = false;
-            std::vector<ForwardOutcome> outcomes;
-            for (const char *threads : {"1", "2", "3"}) {
-                EnvGuard guard("OPENACLNN_NUM_THREADS", threads);
-                outcomes.push_back(RunForward(fc, TestStream()));
-                ASSERT_EQ(outcomes.back().sync, ACL_SUCCESS);
-            }
-            for (size_t k = 1; k < outcomes.size(); ++k) {
-                EXPECT_EQ(0, std::memcmp(outcomes[0].loss.data(), outcomes[k].loss.data(),
-                                         outcomes[0].loss.size() * sizeof(double)));
-                EXPECT_EQ(outcomes[0].log_prob, outcomes[k].log_prob);
-                EXPECT_EQ(outcomes[0].lse, outcomes[k].lse);
+        for (const Shape shape : {Shape{97, 3001}, Shape{2, 100000}, Shape{1, 152064}}) {
+            for (const Reduction reduction : {Reduction::kMean, Reduction::kSum}) {
+                ForwardCase fc = RandomForwardCase(4242, dtype, shape.n, shape.c);
+                fc.reduction = reduction;
+                fc.label_smoothing = 0.1;
+                fc.zloss_scale = 1e-3;
+                fc.lse_empty = false;
+                std::vector<ForwardOutcome> outcomes;
+                for (const char *threads : {"1", "2", "3"}) {
+                    EnvGuard guard("OPENACLNN_NUM_THREADS", threads);
+                    outcomes.push_back(RunForward(fc, TestStream()));
+                    ASSERT_EQ(outcomes.back().sync, ACL_SUCCESS);
+                }
+                for (size_t k = 1; k < outcomes.size(); ++k) {
+                    EXPECT_EQ(0, std::memcmp(outcomes[0].loss.data(), outcomes[k].loss.data(),
+                                             outcomes[0].loss.size() * sizeof(double)));
+                    EXPECT_EQ(outcomes[0].log_prob, outcomes[k].log_prob);
+                    EXPECT_EQ(outcomes[0].lse, outcomes[k].lse);
+                }
             }
         }
     }

@@ -105,12 +105,12 @@ aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(const aclTensor *input, const 
         returnZloss, lossOut, logProbOut, zlossOut, lseForZlossOut, workspaceSize, executor, &problem);
     if (status != ACLNN_SUCCESS) return status;
 
-    LossPlan plan{nullptr, 1, false};
+    LossPlan plan{nullptr, 1, false, false};
     if (problem.n > 0) {
         plan = MakeLossPlan(MakeKernelArgs(problem, nullptr), ConfiguredThreads());
-        Log(1, "%s: N=%lld C=%lld %s: kernel %s, %d thread(s)%s", kOpName, static_cast<long long>(problem.n),
+        Log(1, "%s: N=%lld C=%lld %s: kernel %s, %d thread(s)%s%s", kOpName, static_cast<long long>(problem.n),
             static_cast<long long>(problem.c), DataTypeName(problem.dtype), plan.kernel->name, plan.threads,
-            plan.stream_stores ? ", streaming stores" : "");
+            plan.split_rows ? " sharing each row" : "", plan.stream_stores ? ", streaming stores" : "");
     }
     auto state = std::make_unique<CrossEntropyLossState>(problem, plan);
     *workspaceSize = state->WorkspaceSize();

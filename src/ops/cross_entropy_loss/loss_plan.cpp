@@ -17,16 +17,30 @@ constexpr int64_t kStreamBytes = int64_t{64} << 20;
 // Rows are handed to threads in chunks of about this many elements (see RunLossPlan).
 constexpr int64_t kChunkElements = int64_t{1} << 19;
 
+// Unit column strides and a contiguous weight (or none read): the layout SplitRow handles.
+bool RowsAreContiguous(const LossKernelArgs &args) {
+    return args.input_col_stride == 1 && args.log_prob_col_stride == 1 &&
+           (!args.smoothing || args.weight == nullptr || args.weight_stride == 1);
+}
+
 }  // namespace
 
 LossPlan MakeLossPlan(const LossKernelArgs &args, int max_threads, const LossKernelInfo &kernel) {
-    LossPlan plan{&kernel, 1, false};
+    LossPlan plan{&kernel, 1, false, false};
     const int64_t elements = args.n * args.c;
     plan.stream_stores = args.dtype == ACL_FLOAT && args.log_prob_col_stride == 1 &&
                          elements * static_cast<int64_t>(sizeof(float)) >= kStreamBytes;
     if (elements <= 0 || max_threads <= 1) return plan;
     const int64_t useful = std::max<int64_t>(1, elements / kMinElementsPerThread);
     plan.threads = static_cast<int>(std::min<int64_t>({max_threads, useful, args.n}));
+    const int64_t pieces = LossPieceCount(args.c);
+    if (args.n < max_threads && kernel.split_row != nullptr && pieces >= 2 && RowsAreContiguous(args)) {
+        const int shared = static_cast<int>(std::min<int64_t>({max_threads, useful, pieces}));
+        if (shared > plan.threads) {
+            plan.threads = shared;
+            plan.split_rows = true;
+        }
+    }
     return plan;
 }
 
@@ -39,6 +53,25 @@ void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args) {
     run_args.stream_stores = plan.stream_stores;
     if (plan.threads <= 1) {
         plan.kernel->run(run_args, 0, args.n);
+        return;
+    }
+    if (plan.split_rows) {
+        LossSpinBarrier barrier(plan.threads);
+        LossSplitScratch scratch;
+        scratch.barrier = &barrier;
+#pragma omp parallel num_threads(plan.threads)
+        {
+            const int thread = omp_get_thread_num();
+            if (omp_get_num_threads() != plan.threads) {
+                // Fewer threads than asked for (an OpenMP thread limit): the first one runs the rows whole.
+                if (thread == 0) plan.kernel->run(run_args, 0, args.n);
+            } else {
+                for (int64_t i = 0; i < args.n; ++i) {
+                    plan.kernel->split_row(run_args, i, scratch, thread, plan.threads);
+                    barrier.Wait();
+                }
+            }
+        }
         return;
     }
     // Rows are handed out in chunks from a shared counter rather than as one fixed range per thread: on a machine

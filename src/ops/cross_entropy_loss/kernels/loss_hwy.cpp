@@ -146,6 +146,7 @@ struct DoubleLanes {
 HWY_INLINE DoubleLanes ZeroLanes() { return {hn::Zero(DD())}; }
 HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) { acc.v = hn::Add(acc.v, hn::PromoteTo(DD(), add)); }
 HWY_INLINE void StoreLanes(const DoubleLanes &acc, double *out) { hn::StoreU(acc.v, DD(), out); }
+HWY_INLINE void AddLanes(DoubleLanes &acc, const DoubleLanes &add) { acc.v = hn::Add(acc.v, add.v); }
 #else
 using DH = hn::Half<DF>;
 using DD = hn::Rebind<double, DH>;
@@ -162,6 +163,10 @@ HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) {
 HWY_INLINE void StoreLanes(const DoubleLanes &acc, double *out) {
     hn::StoreU(acc.lo, DD(), out);
     hn::StoreU(acc.hi, DD(), out + hn::Lanes(DD()));
+}
+HWY_INLINE void AddLanes(DoubleLanes &acc, const DoubleLanes &add) {
+    acc.lo = hn::Add(acc.lo, add.lo);
+    acc.hi = hn::Add(acc.hi, add.hi);
 }
 #endif
 
@@ -378,17 +383,74 @@ struct RowResult {
     double weighted_log_prob_sum;
 };
 
-// Pass B of one row, fed in consecutive pieces by Add: every piece but the last is a whole number of blocks, so the
-// blocks, the single groups after them and the padded tail are the same whatever the pieces (contiguous rows: one
-// piece; gathered rows: kGatherColumns at a time).
+// lse = M + log(S) and the smoothing sum from the row's lane sums (s, wx, w: 16 doubles each, logical lane order),
+// combined in double in lane order: the same on every target, and the same for a row run whole (RowSums::Finish) or
+// shared by threads (SplitRow).
+template <bool kSmooth, bool kWeighted>
+RowResult CombineLanes(const double *s, const double *wx, const double *w, float m, int64_t c) {
+    double sum = 0.0;
+    for (size_t k = 0; k < kGroup; ++k) sum += s[k];
+    const double lse = static_cast<double>(m) + std::log(sum);
+    RowResult result{lse, 0.0};
+    if constexpr (kSmooth) {
+        // sum_j w_j (x_j - lse) = sum w x - lse * sum w, each sum combined in lane order.
+        double wx_sum = 0.0, w_sum = 0.0;
+        for (size_t k = 0; k < kGroup; ++k) {
+            wx_sum += wx[k];
+            w_sum += w[k];
+        }
+        if constexpr (!kWeighted) w_sum = static_cast<double>(c);
+        result.weighted_log_prob_sum = wx_sum - lse * w_sum;
+    }
+    return result;
+}
+
+// Pass B of one row (or of a run of its pieces, see LossPieceColumns), fed in consecutive parts by Add: every part
+// but the last is a whole number of blocks, so the blocks, the single groups after them and the padded tail are the
+// same whatever the parts (contiguous rows: one part; gathered rows: kGatherColumns at a time). The lane sums of each
+// piece (`piece` columns, a whole number of blocks) start from zero and are added to the row's totals when it ends.
 template <typename T, bool kSmooth, bool kWeighted>
 struct RowSums {
     static constexpr size_t kMaxSlots = kGroup;  // SCALAR: 16 one-lane slots
-    LaneSums st[kMaxSlots];
+    LaneSums st[kMaxSlots];     // the current piece
+    LaneSums total[kMaxSlots];  // the pieces before it, added in order
     VF row_max;
+    int64_t piece;
+    int64_t piece_left;   // columns of the current piece still to come
+    bool pending = false;  // st holds something not yet in total
 
-    explicit RowSums(float m) : row_max(hn::Set(DF(), m)) {
-        for (size_t k = 0; k < kGroup / hn::Lanes(DF()); ++k) st[k] = {ZeroLanes(), ZeroLanes(), ZeroLanes()};
+    RowSums(float m, int64_t piece_columns) : row_max(hn::Set(DF(), m)), piece(piece_columns), piece_left(piece_columns) {
+        for (size_t k = 0; k < Slots(); ++k) {
+            st[k] = {ZeroLanes(), ZeroLanes(), ZeroLanes()};
+            total[k] = st[k];
+        }
+    }
+
+    static size_t Slots() { return kGroup / hn::Lanes(DF()); }
+
+    // total += st (per lane, in double), st = 0.
+    HWY_INLINE void EndPiece() {
+        for (size_t k = 0; k < Slots(); ++k) {
+            AddLanes(total[k].s, st[k].s);
+            if constexpr (kSmooth) {
+                AddLanes(total[k].wx, st[k].wx);
+                AddLanes(total[k].w, st[k].w);
+            }
+            st[k] = {ZeroLanes(), ZeroLanes(), ZeroLanes()};
+        }
+        pending = false;
+        piece_left = piece;
+    }
+
+    // The totals (the last piece ended) into 16 doubles each, logical lane order.
+    void StoreTotals(double *s, double *wx, double *w) {
+        if (pending) EndPiece();
+        const size_t lanes = hn::Lanes(DF());
+        for (size_t k = 0; k < Slots(); ++k) {
+            StoreLanes(total[k].s, s + k * lanes);
+            StoreLanes(total[k].wx, wx + k * lanes);
+            StoreLanes(total[k].w, w + k * lanes);
+        }
     }
 
     // Elements [0, count) of the piece at x (weights at w). After each block, hook(end of the block) runs: the
@@ -400,8 +462,12 @@ struct RowSums {
         for (; j + kBlock <= count; j += kBlock) {
             AccumulateGroups<kBlockGroups, kSmooth, kWeighted>(df, row_max, x + j, x + j,
                                                                kWeighted ? w + j : nullptr, st);
+            pending = true;
+            piece_left -= kBlock;
+            if (piece_left == 0) EndPiece();
             hook(j + kBlock);
         }
+        if (j < count) pending = true;
         for (; j + static_cast<int64_t>(kGroup) <= count; j += kGroup) {
             AccumulateGroups<1, kSmooth, kWeighted>(df, row_max, x + j, x + j, kWeighted ? w + j : nullptr, st);
         }
@@ -429,34 +495,11 @@ struct RowSums {
         }
     }
 
-    // lse = M + log(S) and the smoothing sum, the 16 lanes combined in double in logical lane order: the same on
-    // every target.
-    RowResult Finish(float m, int64_t c) const {
-        const size_t lanes = hn::Lanes(DF());
-        const size_t slots = kGroup / lanes;
-        HWY_ALIGN double lane_sum[kGroup];
-        for (size_t k = 0; k < slots; ++k) StoreLanes(st[k].s, lane_sum + k * lanes);
-        double sum = 0.0;
-        for (size_t k = 0; k < kGroup; ++k) sum += lane_sum[k];
-        const double lse = static_cast<double>(m) + std::log(sum);
-        RowResult result{lse, 0.0};
-        if constexpr (kSmooth) {
-            // sum_j w_j (x_j - lse) = sum w x - lse * sum w, each sum combined in lane order.
-            HWY_ALIGN double lane_wx[kGroup];
-            HWY_ALIGN double lane_w[kGroup];
-            for (size_t k = 0; k < slots; ++k) {
-                StoreLanes(st[k].wx, lane_wx + k * lanes);
-                StoreLanes(st[k].w, lane_w + k * lanes);
-            }
-            double wx = 0.0, w = 0.0;
-            for (size_t k = 0; k < kGroup; ++k) {
-                wx += lane_wx[k];
-                w += lane_w[k];
-            }
-            if constexpr (!kWeighted) w = static_cast<double>(c);
-            result.weighted_log_prob_sum = wx - lse * w;
-        }
-        return result;
+    // lse and the smoothing sum of the whole row (CombineLanes).
+    RowResult Finish(float m, int64_t c) {
+        HWY_ALIGN double s[kGroup], wx[kGroup], w[kGroup];
+        StoreTotals(s, wx, w);
+        return CombineLanes<kSmooth, kWeighted>(s, wx, w, m, c);
     }
 };
 
@@ -625,7 +668,7 @@ HWY_NOINLINE void ContiguousRows(const LossKernelArgs &args, int64_t row_begin, 
             FillNaN(out, c, 1);
             SetNaNRow(args.rows[i]);
         } else {
-            RowSums<T, kSmooth, kWeighted> sums(m);
+            RowSums<T, kSmooth, kWeighted> sums(m, LossPieceColumns(c));
             const double pf_per_element = static_cast<double>(pf.bytes) / static_cast<double>(c);
             sums.Add(x, w, c, [&](int64_t end) {
                 if (pending != nullptr) writer.Advance(end);
@@ -673,7 +716,7 @@ HWY_NOINLINE void GatheredRow(const LossKernelArgs &args, int64_t i) {
         SetNaNRow(stats);
         return;
     }
-    RowSums<T, kSmooth, kWeighted> sums(m);
+    RowSums<T, kSmooth, kWeighted> sums(m, LossPieceColumns(c));
     for (int64_t j0 = 0; j0 < c; j0 += kGatherColumns) {
         const int64_t count = HWY_MIN(kGatherColumns, c - j0);
         gather(j0, count);
@@ -701,6 +744,75 @@ HWY_NOINLINE void GatheredRow(const LossKernelArgs &args, int64_t i) {
     }
     stats.lse = r.lse;
     stats.weighted_log_prob_sum = r.weighted_log_prob_sum;
+}
+
+// One contiguous row shared by the threads of a parallel region (LossSplitRowFn): each thread runs pass A, pass B and
+// pass C over its own pieces, the threads exchanging the pieces' maxima and lane sums through the scratch between
+// the passes. Pass B's pieces are those of the whole-row loop (RowSums), combined in the same order (CombineLanes
+// after adding the pieces' lane sums in piece order, as RowSums::EndPiece does), so every value has the bits of the
+// row run whole by one thread. The max is exact in any order; with a NaN in the row M may differ, but the row then
+// ends up NaN either way (M not finite, or the probe of pass C).
+template <typename T, bool kSmooth, bool kWeighted, bool kStream>
+void SplitRowOf(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+    const int64_t c = args.c;
+    const int64_t piece = LossPieceColumns(c);
+    const int64_t pieces = LossPieceCount(c);
+    const int64_t first = pieces * thread / threads;
+    const int64_t last = pieces * (thread + 1) / threads;
+    const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
+    T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
+    const float *w = kWeighted ? args.weight : nullptr;
+    const auto columns = [&](int64_t p) { return HWY_MIN(piece, c - p * piece); };
+    // Pieces [first, last) are consecutive: one call covers them, as in the whole-row case.
+    const auto fill_nan = [&] {
+        if (first < last) FillNaN(out + first * piece, (last - 1) * piece + columns(last - 1) - first * piece, 1);
+        if (thread == 0) SetNaNRow(args.rows[i]);
+    };
+
+    for (int64_t p = first; p < last; ++p) scratch.max[p] = RowMax(x + p * piece, columns(p));
+    scratch.barrier->Wait();
+    float m = scratch.max[0];
+    for (int64_t p = 1; p < pieces; ++p) m = std::max(m, scratch.max[p]);
+    if (!FiniteMax(m)) {  // the same m in every thread: all of them return here
+        fill_nan();
+        return;
+    }
+
+    for (int64_t p = first; p < last; ++p) {
+        RowSums<T, kSmooth, kWeighted> sums(m, piece);
+        sums.Add(x + p * piece, kWeighted ? w + p * piece : nullptr, columns(p), NoBlockHook());
+        sums.StoreTotals(scratch.sum[p], scratch.wx[p], scratch.w[p]);
+    }
+    scratch.barrier->Wait();
+    // The row's lane sums: 0 + piece 0 + piece 1 + ..., lane by lane, as RowSums adds them.
+    double s[kGroup], wx[kGroup], wsum[kGroup];
+    for (size_t k = 0; k < kGroup; ++k) {
+        s[k] = wx[k] = wsum[k] = 0.0;
+        for (int64_t p = 0; p < pieces; ++p) {
+            s[k] += scratch.sum[p][k];
+            if constexpr (kSmooth) {
+                wx[k] += scratch.wx[p][k];
+                wsum[k] += scratch.w[p][k];
+            }
+        }
+    }
+    const RowResult r = CombineLanes<kSmooth, kWeighted>(s, wx, wsum, m, c);
+
+    LogProbWriter<T, kStream> writer;
+    for (int64_t p = first; p < last; ++p) {
+        writer.Start(x + p * piece, out + p * piece, columns(p), static_cast<float>(r.lse));
+        scratch.nan[p] = writer.Finish();
+    }
+    if constexpr (kStream) hwy::FlushStream();
+    scratch.barrier->Wait();
+    bool nan = false;
+    for (int64_t p = 0; p < pieces; ++p) nan = nan || scratch.nan[p];
+    if (nan) {
+        fill_nan();
+    } else if (thread == 0) {
+        args.rows[i].lse = r.lse;
+        args.rows[i].weighted_log_prob_sum = r.weighted_log_prob_sum;
+    }
 }
 
 template <typename T, bool kSmooth, bool kWeighted, bool kStream>
@@ -745,6 +857,42 @@ void RowsOfType(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) 
     RowsOfKind<T, false>(args, row_begin, row_end);
 }
 
+template <typename T, bool kStream>
+void SplitRowOfKind(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+    if (!args.smoothing) {
+        SplitRowOf<T, false, false, kStream>(args, i, scratch, thread, threads);
+    } else if (args.weight == nullptr) {
+        SplitRowOf<T, true, false, kStream>(args, i, scratch, thread, threads);
+    } else {
+        SplitRowOf<T, true, true, kStream>(args, i, scratch, thread, threads);
+    }
+}
+
+template <typename T>
+void SplitRowOfType(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+    if constexpr (std::is_same_v<T, float> && kCanStream) {
+        if (args.stream_stores) {
+            SplitRowOfKind<T, true>(args, i, scratch, thread, threads);
+            return;
+        }
+    }
+    SplitRowOfKind<T, false>(args, i, scratch, thread, threads);
+}
+
+void LossSplitRow(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+    switch (args.dtype) {
+        case ACL_FLOAT:
+            SplitRowOfType<float>(args, i, scratch, thread, threads);
+            break;
+        case ACL_FLOAT16:
+            SplitRowOfType<hwy::float16_t>(args, i, scratch, thread, threads);
+            break;
+        default:
+            SplitRowOfType<hwy::bfloat16_t>(args, i, scratch, thread, threads);
+            break;
+    }
+}
+
 void LossRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
     switch (args.dtype) {
         case ACL_FLOAT:
@@ -778,24 +926,24 @@ struct HighwayEntry {
 // Best first. SCALAR (or EMU128) is the "scalar" ISA level: the same code, one lane at a time.
 const HighwayEntry kHighwayEntries[] = {
 #if HWY_TARGETS & HWY_AVX3
-    {HWY_AVX3, {"hwy:AVX3", 3, SupportsHighway, N_AVX3::LossRows}},
+    {HWY_AVX3, {"hwy:AVX3", 3, SupportsHighway, N_AVX3::LossRows, N_AVX3::LossSplitRow}},
 #endif
 #if HWY_TARGETS & HWY_AVX2
-    {HWY_AVX2, {"hwy:AVX2", 2, SupportsHighway, N_AVX2::LossRows}},
+    {HWY_AVX2, {"hwy:AVX2", 2, SupportsHighway, N_AVX2::LossRows, N_AVX2::LossSplitRow}},
 #endif
 #if HWY_TARGETS & HWY_SSE4
-    {HWY_SSE4, {"hwy:SSE4", 1, SupportsHighway, N_SSE4::LossRows}},
+    {HWY_SSE4, {"hwy:SSE4", 1, SupportsHighway, N_SSE4::LossRows, N_SSE4::LossSplitRow}},
 #endif
 #if HWY_TARGETS & HWY_NEON
-    {HWY_NEON, {"hwy:NEON", 2, SupportsHighway, N_NEON::LossRows}},
+    {HWY_NEON, {"hwy:NEON", 2, SupportsHighway, N_NEON::LossRows, N_NEON::LossSplitRow}},
 #endif
 #if HWY_TARGETS & HWY_EMU128
-    {HWY_EMU128, {"hwy:EMU128", 0, SupportsHighway, N_EMU128::LossRows}},
+    {HWY_EMU128, {"hwy:EMU128", 0, SupportsHighway, N_EMU128::LossRows, N_EMU128::LossSplitRow}},
 #endif
 #if HWY_TARGETS & HWY_SCALAR
-    {HWY_SCALAR, {"hwy:SCALAR", 0, SupportsHighway, N_SCALAR::LossRows}},
+    {HWY_SCALAR, {"hwy:SCALAR", 0, SupportsHighway, N_SCALAR::LossRows, N_SCALAR::LossSplitRow}},
 #endif
-    {0, {nullptr, 0, nullptr, nullptr}},
+    {0, {nullptr, 0, nullptr, nullptr, nullptr}},
 };
 
 }  // namespace

@@ -12,7 +12,9 @@
 #ifndef OPENACLNN_OPS_CROSS_ENTROPY_LOSS_KERNELS_LOSS_KERNEL_H_
 #define OPENACLNN_OPS_CROSS_ENTROPY_LOSS_KERNELS_LOSS_KERNEL_H_
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 
 #include "acl/acl_base.h"
 
@@ -56,6 +58,70 @@ struct LossKernelArgs {
 // Rows [row_begin, row_end), every column.
 using LossKernelFn = void (*)(const LossKernelArgs &args, int64_t row_begin, int64_t row_end);
 
+// Pass B cuts every row into pieces of LossPieceColumns(c) columns (the last one shorter): each piece's exps are
+// summed per logical lane from zero, and a lane's row sum is the pieces' lane sums added in piece order. The pieces
+// are a function of C alone, so a row gives the same bits whether one thread runs it whole or several threads share
+// its pieces (few long rows, e.g. N = 1, C = 152064; see LossSplitRowFn). A row of at most 16384 columns is one
+// piece. The size is a multiple of the 2048-column gather chunks (and so of the 128-element blocks), and there are
+// at most kLossMaxPieces.
+constexpr int64_t kLossMinPieceColumns = 16384;
+constexpr int64_t kLossMaxPieces = 64;
+constexpr int64_t kLossPieceAlign = 2048;
+inline int64_t LossPieceColumns(int64_t c) {
+    const int64_t even = (c + kLossMaxPieces - 1) / kLossMaxPieces;
+    const int64_t aligned = (even + kLossPieceAlign - 1) / kLossPieceAlign * kLossPieceAlign;
+    return aligned > kLossMinPieceColumns ? aligned : kLossMinPieceColumns;
+}
+inline int64_t LossPieceCount(int64_t c) {
+    const int64_t piece = LossPieceColumns(c);
+    return (c + piece - 1) / piece;
+}
+
+// The threads sharing a row wait for each other between the passes (a few microseconds of work each) with this
+// barrier rather than OpenMP's: on the development VM libgomp's barrier put the waiting thread to sleep and woke it
+// through the kernel, which doubled the time of a 1 x 152064 row. A waiting thread spins, and yields its core after
+// a while in case the thread it waits for is not running.
+class LossSpinBarrier {
+public:
+    explicit LossSpinBarrier(int threads) : threads_(threads) {}
+
+    void Wait() {
+        const int generation = generation_.load(std::memory_order_acquire);
+        if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads_) {
+            arrived_.store(0, std::memory_order_relaxed);
+            generation_.store(generation + 1, std::memory_order_release);
+            return;
+        }
+        for (int spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
+            if (spins >= kSpinsBeforeYield) std::this_thread::yield();
+        }
+    }
+
+private:
+    static constexpr int kSpinsBeforeYield = 1 << 14;
+    std::atomic<int> arrived_{0};
+    std::atomic<int> generation_{0};
+    const int threads_;
+};
+
+// What the threads sharing one row exchange: each piece's max and per-lane sums (16 logical lanes), and whether its
+// logProb held a NaN. On the caller's stack (about 25 KiB), reused row after row.
+struct LossSplitScratch {
+    float max[kLossMaxPieces];
+    double sum[kLossMaxPieces][16];  // sum of exp(x - M)
+    double wx[kLossMaxPieces][16];   // smoothing: sum of w x
+    double w[kLossMaxPieces][16];    // smoothing with weight: sum of w
+    bool nan[kLossMaxPieces];
+    LossSpinBarrier *barrier;  // for as many threads as share the row
+};
+
+// One row shared by the threads of a parallel region: every thread of the region calls it for the same row, with
+// its number and the region's size; thread t takes pieces [P t / T, P (t + 1) / T). It synchronises through
+// scratch.barrier between the passes, so all threads must call it; the caller waits on the barrier once more before
+// the next row reuses the scratch. Contiguous rows only (unit column strides, contiguous weight).
+using LossSplitRowFn = void (*)(const LossKernelArgs &args, int64_t row, LossSplitScratch &scratch, int thread,
+                                int threads);
+
 // One entry of the registry (loss_registry.cpp), walked in order: the first entry whose ISA the CPU has, within
 // OPENACLNN_MAX_ISA, and whose `supports` accepts the arguments runs. The reference kernel, last, supports all.
 struct LossKernelInfo {
@@ -63,6 +129,7 @@ struct LossKernelInfo {
     int isa_rank;      // 0 scalar, 1 sse4, 2 avx2, 3 avx512 (compared with OPENACLNN_MAX_ISA)
     bool (*supports)(const LossKernelArgs &args);
     LossKernelFn run;
+    LossSplitRowFn split_row;  // nullptr: rows are never shared (the reference kernel)
 };
 
 // The reference kernel: plain loops over any strides, all arithmetic in double, each output rounded once.

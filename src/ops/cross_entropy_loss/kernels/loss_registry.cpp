@@ -10,7 +10,7 @@ namespace {
 
 bool SupportsAll(const LossKernelArgs &) { return true; }
 
-const LossKernelInfo kReferenceKernel = {"reference", 0, SupportsAll, ReferenceLossKernel};
+const LossKernelInfo kReferenceKernel = {"reference", 0, SupportsAll, ReferenceLossKernel, nullptr};
 
 // OPENACLNN_MAX_ISA as a rank: scalar 0, sse4 1, avx2 2 (neon counts as 2), avx512/avx3 3; unset or unknown: no cap.
 int MaxIsaRank() {
