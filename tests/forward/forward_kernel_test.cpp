@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -83,6 +84,7 @@ struct KernelProblem {
     bool in_place = false;
     bool stream = false;
     int split_threads = 0;  // > 0: every row shared by this many threads (split_row), else the rows run whole
+    bool late_threads = false;  // with split_threads: all but the first start a few milliseconds late
 
     struct Result {
         std::vector<double> lse, weighted, log_prob;
@@ -119,15 +121,16 @@ struct KernelProblem {
         args.rows = rows.data();
         args.stream_stores = stream;
         if (split_threads > 0) {
-            LossSpinBarrier barrier(split_threads);
+            LossSpinBarrier between_rows(split_threads);
             LossSplitScratch scratch;
-            scratch.barrier = &barrier;
             std::vector<std::thread> threads;
             for (int t = 0; t < split_threads; ++t) {
                 threads.emplace_back([&, t] {
+                    // Threads that start late (as a thread woken late would) find the first row's pieces taken.
+                    if (late_threads && t > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2 * t));
                     for (int64_t i = 0; i < n; ++i) {
-                        kernel.split_row(args, i, scratch, t, split_threads);
-                        barrier.Wait();
+                        kernel.split_row(args, i, scratch);
+                        if (i + 1 < n) between_rows.Wait([&] { scratch.Reset(); });
                     }
                 });
             }
@@ -154,7 +157,7 @@ struct KernelProblem {
 
     std::string Describe() const {
         return std::string(DtypeName(dtype)) + " N=" + std::to_string(n) + " C=" + std::to_string(c) +
-               " split_threads=" + std::to_string(split_threads) +
+               " split_threads=" + std::to_string(split_threads) + (late_threads ? " (late)" : "") +
                " stride=" + std::to_string(stride) + " offset=" + std::to_string(offset) +
                " weight=" + (weight.empty() ? "no" : "yes") + " smoothing=" + (smoothing ? "yes" : "no") +
                " in_place=" + (in_place ? "yes" : "no") + " stream=" + (stream ? "yes" : "no");
@@ -257,8 +260,9 @@ TEST(ForwardKernels, BitwiseIdenticalAcrossTargets) {
 
 // Rows shared by threads (split_row, for fewer rows than threads) give the bits of the same rows run whole, for every
 // Highway kernel: lengths around the piece boundaries (LossPieceColumns: 16384 columns, and wider pieces past 64 of
-// them), more threads than pieces, smoothing and weights, in place and streaming stores (RandomProblem draws them),
-// and rows with a NaN, a +inf or all -inf in a later piece.
+// them), more threads than pieces, threads that start late (the others take every piece of the first row),
+// smoothing and weights, in place and streaming stores (RandomProblem draws them), and rows with a NaN, a +inf or
+// all -inf in a later piece.
 TEST(ForwardKernels, RowsSharedByThreadsGiveWholeRowBits) {
     EXPECT_EQ(LossPieceColumns(1), 16384);
     EXPECT_EQ(LossPieceColumns(64 * 16384), 16384);
@@ -298,11 +302,13 @@ TEST(ForwardKernels, RowsSharedByThreadsGiveWholeRowBits) {
             p.split_threads = 0;
             const KernelProblem::Result whole = p.Run(*kernel);
             ASSERT_TRUE(whole.all_written) << kernel->name << " " << p.Describe();
-            for (const int threads : {2, 3, 5}) {
-                p.split_threads = threads;
+            for (const int threads : {2, 3, 5, -2}) {
+                p.split_threads = std::abs(threads);
+                p.late_threads = threads < 0;
                 const KernelProblem::Result shared = p.Run(*kernel);
                 EXPECT_TRUE(shared.all_written) << kernel->name << " " << p.Describe();
-                const std::string name = std::string(kernel->name) + " shared by " + std::to_string(threads);
+                const std::string name = std::string(kernel->name) + " shared by " + std::to_string(threads) +
+                                         (p.late_threads ? " (late)" : "");
                 ExpectSameBits(p, kernel->name, whole, name.c_str(), shared);
                 if (HasFailure()) {
                     ADD_FAILURE() << "seed " << seed;

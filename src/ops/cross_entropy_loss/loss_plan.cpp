@@ -56,20 +56,20 @@ void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args) {
         return;
     }
     if (plan.split_rows) {
-        LossSpinBarrier barrier(plan.threads);
         LossSplitScratch scratch;
-        scratch.barrier = &barrier;
+        LossSpinBarrier between_rows(plan.threads);
 #pragma omp parallel num_threads(plan.threads)
         {
-            const int thread = omp_get_thread_num();
-            if (omp_get_num_threads() != plan.threads) {
-                // Fewer threads than asked for (an OpenMP thread limit): the first one runs the rows whole.
-                if (thread == 0) plan.kernel->run(run_args, 0, args.n);
-            } else {
+            // Any team size works within a row; the barrier between rows counts plan.threads, so a smaller team
+            // (an OpenMP thread limit) leaves the rows to its first thread.
+            const bool full = omp_get_num_threads() == plan.threads;
+            if (full) {
                 for (int64_t i = 0; i < args.n; ++i) {
-                    plan.kernel->split_row(run_args, i, scratch, thread, plan.threads);
-                    barrier.Wait();
+                    plan.kernel->split_row(run_args, i, scratch);
+                    if (i + 1 < args.n) between_rows.Wait([&] { scratch.Reset(); });
                 }
+            } else if (omp_get_thread_num() == 0) {
+                plan.kernel->run(run_args, 0, args.n);
             }
         }
         return;

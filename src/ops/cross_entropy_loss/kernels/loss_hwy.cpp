@@ -6,8 +6,10 @@
 //   pass A: the row max M (one Max per vector; exact, so any order gives the same M).
 //   pass B: per logical lane, the sum of exp(x - M): the block's exps summed as a fixed tree in fp32, then added into
 //           the lane's double accumulator, so the sum over C terms loses nothing to fp32 accumulation. With label
-//           smoothing also sum w x and sum w per lane. The 16 lanes are combined in double in lane order:
-//           lse = M + log(S); sum_j w_j logProb_j = sum w x - lse sum w.
+//           smoothing also sum w x and sum w per lane. The accumulators restart from zero at every piece of
+//           LossPieceColumns(C) columns (loss_kernel.h) and the pieces' lane sums are added in piece order, so that
+//           threads sharing a long row (SplitRowOf) get the same bits as one thread running it whole. The 16 lanes
+//           are combined in double in lane order: lse = M + log(S); sum_j w_j logProb_j = sum w x - lse sum w.
 //   pass C: logProb = x - (float)lse, rounded once to the output type, element-wise; the fp32 values are also summed
 //           per lane, the row's NaN probe (see below).
 // The rows of a thread are software-pipelined (ContiguousRows): pass B of row i runs block by block together with pass
@@ -746,44 +748,48 @@ HWY_NOINLINE void GatheredRow(const LossKernelArgs &args, int64_t i) {
     stats.weighted_log_prob_sum = r.weighted_log_prob_sum;
 }
 
-// One contiguous row shared by the threads of a parallel region (LossSplitRowFn): each thread runs pass A, pass B and
-// pass C over its own pieces, the threads exchanging the pieces' maxima and lane sums through the scratch between
-// the passes. Pass B's pieces are those of the whole-row loop (RowSums), combined in the same order (CombineLanes
-// after adding the pieces' lane sums in piece order, as RowSums::EndPiece does), so every value has the bits of the
-// row run whole by one thread. The max is exact in any order; with a NaN in the row M may differ, but the row then
-// ends up NaN either way (M not finite, or the probe of pass C).
+// One contiguous row shared by the threads of a parallel region (LossSplitRowFn): pass A, pass B and pass C each go
+// over the row's pieces, every piece taken by whichever thread asks first, and every thread waits for all pieces of
+// a pass before the next pass reads their results (the maxima, the lane sums). Pass B's pieces are those of the
+// whole-row loop (RowSums), combined in the same order (the pieces' lane sums added in piece order, as
+// RowSums::EndPiece does, then CombineLanes), so every value has the bits of the row run whole by one thread. The
+// max is exact in any order; with a NaN in the row M may differ, but the row then ends up NaN either way (M not
+// finite, or the probe of pass C). The thread that finishes the last piece of pass A (M not finite) or of pass C
+// writes the row table entry, and the NaN row if there is one.
 template <typename T, bool kSmooth, bool kWeighted, bool kStream>
-void SplitRowOf(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+void SplitRowOf(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch) {
     const int64_t c = args.c;
     const int64_t piece = LossPieceColumns(c);
     const int64_t pieces = LossPieceCount(c);
-    const int64_t first = pieces * thread / threads;
-    const int64_t last = pieces * (thread + 1) / threads;
     const T *x = static_cast<const T *>(args.input) + i * args.input_row_stride;
     T *out = static_cast<T *>(args.log_prob) + i * args.log_prob_row_stride;
     const float *w = kWeighted ? args.weight : nullptr;
     const auto columns = [&](int64_t p) { return HWY_MIN(piece, c - p * piece); };
-    // Pieces [first, last) are consecutive: one call covers them, as in the whole-row case.
-    const auto fill_nan = [&] {
-        if (first < last) FillNaN(out + first * piece, (last - 1) * piece + columns(last - 1) - first * piece, 1);
-        if (thread == 0) SetNaNRow(args.rows[i]);
+    const auto nan_row = [&] {
+        FillNaN(out, c, 1);
+        SetNaNRow(args.rows[i]);
     };
 
-    for (int64_t p = first; p < last; ++p) scratch.max[p] = RowMax(x + p * piece, columns(p));
-    scratch.barrier->Wait();
+    bool last = false;  // this thread finished the pass's last piece
+    for (int64_t p; (p = scratch.Take(0, pieces)) >= 0;) {
+        scratch.max[p] = RowMax(x + p * piece, columns(p));
+        if (scratch.Finish(0, pieces)) last = true;
+    }
+    scratch.WaitFor(0, pieces);
     float m = scratch.max[0];
     for (int64_t p = 1; p < pieces; ++p) m = std::max(m, scratch.max[p]);
-    if (!FiniteMax(m)) {  // the same m in every thread: all of them return here
-        fill_nan();
+    if (!FiniteMax(m)) {  // the same m in every thread: all of them stop here
+        if (last) nan_row();
         return;
     }
 
-    for (int64_t p = first; p < last; ++p) {
+    for (int64_t p; (p = scratch.Take(1, pieces)) >= 0;) {
         RowSums<T, kSmooth, kWeighted> sums(m, piece);
         sums.Add(x + p * piece, kWeighted ? w + p * piece : nullptr, columns(p), NoBlockHook());
         sums.StoreTotals(scratch.sum[p], scratch.wx[p], scratch.w[p]);
+        scratch.Finish(1, pieces);
     }
-    scratch.barrier->Wait();
+    scratch.WaitFor(1, pieces);
     // The row's lane sums: 0 + piece 0 + piece 1 + ..., lane by lane, as RowSums adds them.
     double s[kGroup], wx[kGroup], wsum[kGroup];
     for (size_t k = 0; k < kGroup; ++k) {
@@ -798,18 +804,20 @@ void SplitRowOf(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch
     }
     const RowResult r = CombineLanes<kSmooth, kWeighted>(s, wx, wsum, m, c);
 
+    last = false;
     LogProbWriter<T, kStream> writer;
-    for (int64_t p = first; p < last; ++p) {
+    for (int64_t p; (p = scratch.Take(2, pieces)) >= 0;) {
         writer.Start(x + p * piece, out + p * piece, columns(p), static_cast<float>(r.lse));
         scratch.nan[p] = writer.Finish();
+        if constexpr (kStream) hwy::FlushStream();
+        if (scratch.Finish(2, pieces)) last = true;
     }
-    if constexpr (kStream) hwy::FlushStream();
-    scratch.barrier->Wait();
+    if (!last) return;  // the finishing thread (it sees every piece's flag) completes the row
     bool nan = false;
     for (int64_t p = 0; p < pieces; ++p) nan = nan || scratch.nan[p];
     if (nan) {
-        fill_nan();
-    } else if (thread == 0) {
+        nan_row();
+    } else {
         args.rows[i].lse = r.lse;
         args.rows[i].weighted_log_prob_sum = r.weighted_log_prob_sum;
     }
@@ -858,37 +866,37 @@ void RowsOfType(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) 
 }
 
 template <typename T, bool kStream>
-void SplitRowOfKind(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+void SplitRowOfKind(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch) {
     if (!args.smoothing) {
-        SplitRowOf<T, false, false, kStream>(args, i, scratch, thread, threads);
+        SplitRowOf<T, false, false, kStream>(args, i, scratch);
     } else if (args.weight == nullptr) {
-        SplitRowOf<T, true, false, kStream>(args, i, scratch, thread, threads);
+        SplitRowOf<T, true, false, kStream>(args, i, scratch);
     } else {
-        SplitRowOf<T, true, true, kStream>(args, i, scratch, thread, threads);
+        SplitRowOf<T, true, true, kStream>(args, i, scratch);
     }
 }
 
 template <typename T>
-void SplitRowOfType(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+void SplitRowOfType(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch) {
     if constexpr (std::is_same_v<T, float> && kCanStream) {
         if (args.stream_stores) {
-            SplitRowOfKind<T, true>(args, i, scratch, thread, threads);
+            SplitRowOfKind<T, true>(args, i, scratch);
             return;
         }
     }
-    SplitRowOfKind<T, false>(args, i, scratch, thread, threads);
+    SplitRowOfKind<T, false>(args, i, scratch);
 }
 
-void LossSplitRow(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch, int thread, int threads) {
+void LossSplitRow(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch) {
     switch (args.dtype) {
         case ACL_FLOAT:
-            SplitRowOfType<float>(args, i, scratch, thread, threads);
+            SplitRowOfType<float>(args, i, scratch);
             break;
         case ACL_FLOAT16:
-            SplitRowOfType<hwy::float16_t>(args, i, scratch, thread, threads);
+            SplitRowOfType<hwy::float16_t>(args, i, scratch);
             break;
         default:
-            SplitRowOfType<hwy::bfloat16_t>(args, i, scratch, thread, threads);
+            SplitRowOfType<hwy::bfloat16_t>(args, i, scratch);
             break;
     }
 }

@@ -77,50 +77,81 @@ inline int64_t LossPieceCount(int64_t c) {
     return (c + piece - 1) / piece;
 }
 
-// The threads sharing a row wait for each other between the passes (a few microseconds of work each) with this
-// barrier rather than OpenMP's: on the development VM libgomp's barrier put the waiting thread to sleep and woke it
-// through the kernel, which doubled the time of a 1 x 152064 row. A waiting thread spins, and yields its core after
-// a while in case the thread it waits for is not running.
+// Spins until ready() (with acquire ordering inside), yielding the core after a while in case the thread waited for
+// is not running. The waits between the passes of a shared row are microseconds: libgomp's barrier put the waiting
+// thread to sleep and woke it through the kernel, which on the development VM doubled the time of a 1 x 152064 row.
+template <typename Ready>
+inline void LossSpinUntil(const Ready &ready) {
+    for (int spins = 0; !ready(); ++spins) {
+        if (spins >= (1 << 14)) std::this_thread::yield();
+    }
+}
+
+// A barrier for the threads of a region that share rows, between one row and the next: the last thread to arrive
+// runs `last` (resetting the scratch) before any thread goes on.
 class LossSpinBarrier {
 public:
     explicit LossSpinBarrier(int threads) : threads_(threads) {}
 
-    void Wait() {
+    template <typename Last>
+    void Wait(const Last &last) {
         const int generation = generation_.load(std::memory_order_acquire);
         if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads_) {
+            last();
             arrived_.store(0, std::memory_order_relaxed);
             generation_.store(generation + 1, std::memory_order_release);
             return;
         }
-        for (int spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
-            if (spins >= kSpinsBeforeYield) std::this_thread::yield();
-        }
+        LossSpinUntil([&] { return generation_.load(std::memory_order_acquire) != generation; });
     }
 
 private:
-    static constexpr int kSpinsBeforeYield = 1 << 14;
     std::atomic<int> arrived_{0};
     std::atomic<int> generation_{0};
     const int threads_;
 };
 
-// What the threads sharing one row exchange: each piece's max and per-lane sums (16 logical lanes), and whether its
-// logProb held a NaN. On the caller's stack (about 25 KiB), reused row after row.
+// What the threads sharing one row exchange: each piece's max and per-lane sums (16 logical lanes), whether its
+// logProb held a NaN, and per pass the next piece to take and the number done. On the caller's stack (about
+// 25 KiB), reset before each row.
 struct LossSplitScratch {
     float max[kLossMaxPieces];
     double sum[kLossMaxPieces][16];  // sum of exp(x - M)
     double wx[kLossMaxPieces][16];   // smoothing: sum of w x
     double w[kLossMaxPieces][16];    // smoothing with weight: sum of w
     bool nan[kLossMaxPieces];
-    LossSpinBarrier *barrier;  // for as many threads as share the row
+    std::atomic<int64_t> next[3];
+    std::atomic<int64_t> done[3];
+
+    LossSplitScratch() { Reset(); }
+
+    void Reset() {
+        for (int pass = 0; pass < 3; ++pass) {
+            next[pass].store(0, std::memory_order_relaxed);
+            done[pass].store(0, std::memory_order_relaxed);
+        }
+    }
+    // A piece of `pass` nobody has taken yet, or -1.
+    int64_t Take(int pass, int64_t pieces) {
+        const int64_t p = next[pass].fetch_add(1, std::memory_order_relaxed);
+        return p < pieces ? p : -1;
+    }
+    // One piece of `pass` finished (its results written before); true for the call that finishes the pass.
+    bool Finish(int pass, int64_t pieces) {
+        return done[pass].fetch_add(1, std::memory_order_acq_rel) + 1 == pieces;
+    }
+    // Until every piece of `pass` is finished (and its results visible).
+    void WaitFor(int pass, int64_t pieces) {
+        LossSpinUntil([&] { return done[pass].load(std::memory_order_acquire) == pieces; });
+    }
 };
 
-// One row shared by the threads of a parallel region: every thread of the region calls it for the same row, with
-// its number and the region's size; thread t takes pieces [P t / T, P (t + 1) / T). It synchronises through
-// scratch.barrier between the passes, so all threads must call it; the caller waits on the barrier once more before
-// the next row reuses the scratch. Contiguous rows only (unit column strides, contiguous weight).
-using LossSplitRowFn = void (*)(const LossKernelArgs &args, int64_t row, LossSplitScratch &scratch, int thread,
-                                int threads);
+// One row shared by the threads of a parallel region: every thread of the region calls it for the same row. Each
+// pass hands the row's pieces to whichever thread asks first (a thread woken late finds them taken and only waits),
+// and the threads wait for all pieces of a pass before the next pass reads its results, so no value depends on who
+// computed what. The caller resets the scratch between rows, once every thread has returned (LossSpinBarrier).
+// Contiguous rows only (unit column strides, contiguous weight).
+using LossSplitRowFn = void (*)(const LossKernelArgs &args, int64_t row, LossSplitScratch &scratch);
 
 // One entry of the registry (loss_registry.cpp), walked in order: the first entry whose ISA the CPU has, within
 // OPENACLNN_MAX_ISA, and whose `supports` accepts the arguments runs. The reference kernel, last, supports all.
