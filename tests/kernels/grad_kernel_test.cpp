@@ -835,9 +835,10 @@ TEST_P(GradKernelTest, SmallBiasFp16RowsSkipTheGuard) {
     }
 }
 
-// The prologue flags a row kRowSmallBias exactly when |b| max_j |w_j| <= kSmallBiasLimit, with the maximum over all
-// C weights (here the largest sits in the tail after the prologue's blocks of eight), and never where a weight is
-// infinite or NaN. Each case scales gradLoss so that |b| max|w| is just below or just above the limit.
+// The prologue flags an fp16 row kRowSmallBias exactly when |b| max_j |w_j| <= kSmallBiasLimit, with the maximum over
+// all C weights (here the largest sits in the tail after the prologue's blocks of sixteen), and never where a weight
+// is infinite or NaN. Each case scales gradLoss so that |b| max|w| is just below or just above the limit. The flag is
+// read by the fp16 kernels only: fp32 and bf16 rows never carry it (their prologue skips the maximum).
 class RecordingContext final : public TaskContext {
 public:
     void RecordError(int, const std::string &) override { ++errors; }
@@ -848,42 +849,45 @@ TEST(GradPrologue, SmallBiasFlag) {
     const int64_t n = 5, c = 19;
     const double smoothing = 0.1;
     std::vector<int64_t> target = {0, 3, 18, 7, 11};
-    for (const double where : {0.9, 1.1}) {  // |b| max|w| as a multiple of the limit
-        for (const float odd_weight : {1.75f, INFINITY, NAN}) {
-            std::vector<float> weight(c, 1.0f);
-            weight[5] = -1.25f;          // negative weights count by magnitude
-            weight[c - 1] = odd_weight;  // the largest, in the tail
-            // Sum reduction: b = gradLoss * smoothing / C on every row.
-            const float max_w = std::isfinite(odd_weight) ? odd_weight : 1.25f;
-            const float grad_loss = static_cast<float>(where * kSmallBiasLimit * c / (smoothing * max_w));
-            CrossEntropyGradProblem p;
-            p.n = n;
-            p.c = c;
-            p.dtype = ACL_FLOAT;
-            p.reduction = Reduction::kSum;
-            p.label_smoothing = smoothing;
-            const auto operand = [](void *data, int64_t elements, int64_t element_size) {
-                Operand o;
-                o.present = true;
-                o.data = data;
-                o.elements = elements;
-                o.stride0 = elements > 1 ? 1 : 0;
-                o.element_size = element_size;
-                return o;
-            };
-            float grad = grad_loss;
-            p.inputs[kGradLoss] = operand(&grad, 1, 4);
-            p.inputs[kTarget] = operand(target.data(), n, 8);
-            p.inputs[kWeight] = operand(weight.data(), c, 4);
-            std::vector<GradRowCoefficients> rows(n);
-            RecordingContext context;
-            ComputeGradRows(p, rows.data(), context);
-            EXPECT_EQ(context.errors, 0);
-            const bool want = where < 1.0 && std::isfinite(odd_weight);
-            for (int64_t i = 0; i < n; ++i) {
-                EXPECT_EQ(rows[i].flags, want ? kRowSmallBias : 0)
-                    << "row " << i << " b " << rows[i].b << " odd weight " << odd_weight << " at " << where
-                    << " of the limit";
+    for (const aclDataType dtype : {ACL_FLOAT16, ACL_FLOAT, ACL_BF16}) {
+        for (const double where : {0.9, 1.1}) {  // |b| max|w| as a multiple of the limit
+            for (const float odd_weight : {1.75f, INFINITY, NAN}) {
+                std::vector<float> weight(c, 1.0f);
+                weight[5] = -1.25f;          // negative weights count by magnitude
+                weight[c - 1] = odd_weight;  // the largest, in the tail
+                // Sum reduction: b = gradLoss * smoothing / C on every row.
+                const float max_w = std::isfinite(odd_weight) ? odd_weight : 1.25f;
+                const float grad_loss = static_cast<float>(where * kSmallBiasLimit * c / (smoothing * max_w));
+                CrossEntropyGradProblem p;
+                p.n = n;
+                p.c = c;
+                p.dtype = dtype;
+                p.reduction = Reduction::kSum;
+                p.label_smoothing = smoothing;
+                const auto operand = [](void *data, int64_t elements, int64_t element_size) {
+                    Operand o;
+                    o.present = true;
+                    o.data = data;
+                    o.elements = elements;
+                    o.stride0 = elements > 1 ? 1 : 0;
+                    o.element_size = element_size;
+                    return o;
+                };
+                float grad = grad_loss;
+                uint16_t grad16 = dtype == ACL_FLOAT16 ? FloatToHalf(grad_loss) : FloatToBf16(grad_loss);
+                p.inputs[kGradLoss] = dtype == ACL_FLOAT ? operand(&grad, 1, 4) : operand(&grad16, 1, 2);
+                p.inputs[kTarget] = operand(target.data(), n, 8);
+                p.inputs[kWeight] = operand(weight.data(), c, 4);
+                std::vector<GradRowCoefficients> rows(n);
+                RecordingContext context;
+                ComputeGradRows(p, rows.data(), context);
+                EXPECT_EQ(context.errors, 0);
+                const bool want = dtype == ACL_FLOAT16 && where < 1.0 && std::isfinite(odd_weight);
+                for (int64_t i = 0; i < n; ++i) {
+                    EXPECT_EQ(rows[i].flags, want ? kRowSmallBias : 0)
+                        << "dtype " << dtype << " row " << i << " b " << rows[i].b << " odd weight " << odd_weight
+                        << " at " << where << " of the limit";
+                }
             }
         }
     }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "ops/common/vector_state.h"
+
 namespace openaclnn::cross_entropy {
 namespace {
 
@@ -55,6 +57,7 @@ int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[
 void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args) {
     if (plan.threads <= 1) {
         plan.kernel->run(args, GradTile{0, args.n, 0, args.c});
+        ClearUpperVectorState();  // for the baseline code that follows on this thread (vector_state.h)
         return;
     }
 #pragma omp parallel num_threads(plan.threads)
@@ -66,6 +69,7 @@ void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args) {
             const int count = PlanTiles(plan, args.n, args.c, k, tiles);
             for (int t = 0; t < count; ++t) plan.kernel->run(args, tiles[t]);
         }
+        ClearUpperVectorState();
     }
 }
 

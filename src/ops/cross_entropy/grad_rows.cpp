@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "ops/common/element_access.h"
+#include "ops/common/vector_state.h"
 
 namespace openaclnn::cross_entropy {
 namespace {
@@ -30,28 +31,30 @@ double LoadFloat(const Operand &operand, aclDataType dtype, int64_t index) {
 // Sum and largest magnitude of the FLOAT weight vector.
 struct WeightSummary {
     double sum;      // W = sum_j w_j
-    double max_abs;  // max_j |w_j|, or +inf where a weight is not finite (GradRowFlags then sets no flag)
+    double max_abs;  // max_j |w_j|; +inf where a weight is not finite or the maximum is not needed (no flag then)
 };
 
-// W in double, in one fixed order whatever the threads or the CPU: eight partial sums (j mod 8), then combined
-// pairwise. The independent sums let the additions overlap; a single running sum was most of the call for one row
-// of 152064 classes. The largest |w_j| comes from the same pass, in eight running maxima as well. Every weight is
-// finite exactly when W is: a sum of at most 2^62 finite floats cannot overflow a double, and an infinite or NaN
-// weight makes it infinite or NaN (so a maximum that missed a NaN does no harm). The weights lie `step` bytes
-// apart, a compile-time 4 for the usual contiguous layout, and `omp simd` has the compiler run a block's eight
-// parts as vector lanes (each lane its own sum, so no sum is reordered). With std::fmax per element, a separate
-// finiteness test and a run-time stride, this pass took 3 ns per class: 1 x 152064 smoothed+weighted took 0.33 ms
-// against 0.05 ms without smoothing; now 0.09 ms (grad_bench, 2 threads).
-template <typename Step>
+// W in double, in one fixed order whatever the threads or the CPU: kParts partial sums (j mod kParts), then combined
+// as a fixed tree (part k with part k + width, for width = kParts / 2, ..., 1). The independent sums let the additions
+// overlap: each sum is one chain of dependent additions, so with 8 of them the pass waited on the adder's latency (3
+// cycles per 8 weights; 16 halve that). A single running sum was most of the call for one row of 152064 classes.
+// The largest |w_j| (kMax: only fp16 rows use the flag it sets, GradRowFlags) comes from the same pass, in kParts
+// running maxima as well; without it the pass is pure additions, all kept in registers. Every weight is finite
+// exactly when W is: a sum of at most 2^62 finite floats cannot overflow a double, and an infinite or NaN weight
+// makes it infinite or NaN (so a maximum that missed a NaN does no harm). The weights lie `step` bytes apart, a compile-time 4 for the
+// usual contiguous layout, and `omp simd` has the compiler run a block's parts as vector lanes (each lane its own
+// sum, so no sum is reordered). With std::fmax per element, a separate finiteness test and a run-time stride, this
+// pass took 3 ns per class: 1 x 152064 smoothed+weighted took 0.33 ms against 0.05 ms without smoothing.
+template <bool kMax, typename Step>
 WeightSummary SummarizeWeightsAt(const char *base, int64_t c, Step step) {
-    constexpr int kParts = 8;
+    constexpr int kParts = 16;
     double part[kParts] = {};
     float max_part[kParts] = {};
     const auto add = [&](int k, int64_t j) {
         float w;
         std::memcpy(&w, base + j * step, sizeof(w));  // the data may be unaligned
         part[k] += static_cast<double>(w);
-        max_part[k] = std::max(max_part[k], std::fabs(w));
+        if constexpr (kMax) max_part[k] = std::max(max_part[k], std::fabs(w));
     };
     int64_t j = 0;
     for (; j + kParts <= c; j += kParts) {
@@ -59,21 +62,33 @@ WeightSummary SummarizeWeightsAt(const char *base, int64_t c, Step step) {
         for (int k = 0; k < kParts; ++k) add(k, j + k);
     }
     for (int k = 0; j < c; ++j, ++k) add(k, j);
-    const double sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    for (int width = kParts / 2; width >= 1; width /= 2) {
+        for (int k = 0; k < width; ++k) part[k] += part[k + width];
+    }
+    const double sum = part[0];
     float max = 0.0f;
     for (float m : max_part) max = std::max(max, m);
-    return WeightSummary{sum, std::isfinite(sum) ? static_cast<double>(max) : std::numeric_limits<double>::infinity()};
+    const bool use_max = kMax && std::isfinite(sum);
+    return WeightSummary{sum, use_max ? static_cast<double>(max) : std::numeric_limits<double>::infinity()};
 }
 
-WeightSummary SummarizeWeights(const Operand &weight, int64_t c) {
+template <bool kMax>
+WeightSummary SummarizeWeightsOf(const Operand &weight, int64_t c) {
     const char *base = weight.Element(0, weight.stride0);
-    if (weight.stride0 == 1) return SummarizeWeightsAt(base, c, std::integral_constant<int64_t, sizeof(float)>());
-    return SummarizeWeightsAt(base, c, weight.stride0 * static_cast<int64_t>(sizeof(float)));
+    if (weight.stride0 == 1) {
+        return SummarizeWeightsAt<kMax>(base, c, std::integral_constant<int64_t, sizeof(float)>());
+    }
+    return SummarizeWeightsAt<kMax>(base, c, weight.stride0 * static_cast<int64_t>(sizeof(float)));
+}
+
+WeightSummary SummarizeWeights(const Operand &weight, int64_t c, aclDataType dtype) {
+    return dtype == ACL_FLOAT16 ? SummarizeWeightsOf<true>(weight, c) : SummarizeWeightsOf<false>(weight, c);
 }
 
 }  // namespace
 
 void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows, TaskContext &context) {
+    ClearUpperVectorState();  // whatever ran last on this thread: this pass is baseline code (vector_state.h)
     const Operand &grad_loss = p.inputs[kGradLoss];
     const Operand &target = p.inputs[kTarget];
     const Operand &weight = p.inputs[kWeight];
@@ -117,7 +132,7 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
     // Without label smoothing b is 0: W is not used, and the guard that kRowSmallBias lets a kernel skip never flags
     // a lane of a row with b = 0, so the flag changes nothing there.
     WeightSummary weights{static_cast<double>(p.c), 1.0};
-    if (weight.present && p.label_smoothing != 0.0) weights = SummarizeWeights(weight, p.c);
+    if (weight.present && p.label_smoothing != 0.0) weights = SummarizeWeights(weight, p.c, p.dtype);
     // A mean over zero total weight drops the cross-entropy terms altogether (DESIGN.md: zeros), even for an
     // infinite or NaN gradLoss, which a factor of 0 would turn into NaN.
     const bool ce_vanishes = mean && weight_total == 0.0;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "ops/common/vector_state.h"
+
 namespace openaclnn::cross_entropy_loss {
 namespace {
 
@@ -53,6 +55,7 @@ void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args) {
     run_args.stream_stores = plan.stream_stores;
     if (plan.threads <= 1) {
         plan.kernel->run(run_args, 0, args.n);
+        ClearUpperVectorState();  // for the epilogue, built for the baseline ISA (vector_state.h)
         return;
     }
     if (plan.split_rows) {
@@ -71,6 +74,7 @@ void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args) {
             } else if (omp_get_thread_num() == 0) {
                 plan.kernel->run(run_args, 0, args.n);
             }
+            ClearUpperVectorState();
         }
         return;
     }
@@ -90,6 +94,7 @@ void RunLossPlan(const LossPlan &plan, const LossKernelArgs &args) {
             if (begin >= args.n) break;
             plan.kernel->run(run_args, begin, std::min(args.n, begin + chunk));
         }
+        ClearUpperVectorState();
     }
 }
 

@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "ops/common/element_access.h"
+#include "ops/common/vector_state.h"
 
 namespace openaclnn::cross_entropy_loss {
 namespace {
@@ -32,6 +33,7 @@ void StoreFloat(const Operand &operand, aclDataType dtype, int64_t index, double
 }  // namespace
 
 void GatherLossRows(const CrossEntropyLossProblem &p, LossRowStats *rows, TaskContext &context) {
+    ClearUpperVectorState();  // whatever ran last on this thread: this pass is baseline code (vector_state.h)
     const Operand &input = p.inputs[kInput];
     const Operand &target = p.inputs[kTarget];
     const Operand &weight = p.inputs[kWeight];

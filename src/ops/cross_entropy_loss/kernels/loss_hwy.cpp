@@ -387,7 +387,7 @@ struct RowResult {
 
 // lse = M + log(S) and the smoothing sum from the row's lane sums (s, wx, w: 16 doubles each, logical lane order),
 // combined in double in lane order: the same on every target, and the same for a row run whole (RowSums::Finish) or
-// shared by threads (SplitRow).
+// shared by threads (SplitRowOf).
 template <bool kSmooth, bool kWeighted>
 RowResult CombineLanes(const double *s, const double *wx, const double *w, float m, int64_t c) {
     double sum = 0.0;
@@ -418,10 +418,11 @@ struct RowSums {
     LaneSums total[kMaxSlots];  // the pieces before it, added in order
     VF row_max;
     int64_t piece;
-    int64_t piece_left;   // columns of the current piece still to come
+    int64_t piece_left;    // columns of the current piece still to come
     bool pending = false;  // st holds something not yet in total
 
-    RowSums(float m, int64_t piece_columns) : row_max(hn::Set(DF(), m)), piece(piece_columns), piece_left(piece_columns) {
+    RowSums(float m, int64_t piece_columns)
+        : row_max(hn::Set(DF(), m)), piece(piece_columns), piece_left(piece_columns) {
         for (size_t k = 0; k < Slots(); ++k) {
             st[k] = {ZeroLanes(), ZeroLanes(), ZeroLanes()};
             total[k] = st[k];
