@@ -19,12 +19,6 @@ constexpr int64_t kStreamBytes = int64_t{64} << 20;
 // Rows are handed to threads in chunks of about this many elements (see RunLossPlan).
 constexpr int64_t kChunkElements = int64_t{1} << 19;
 
-// Unit column strides and a contiguous weight (or none read): the layout SplitRow handles.
-bool RowsAreContiguous(const LossKernelArgs &args) {
-    return args.input_col_stride == 1 && args.log_prob_col_stride == 1 &&
-           (!args.smoothing || args.weight == nullptr || args.weight_stride == 1);
-}
-
 }  // namespace
 
 LossPlan MakeLossPlan(const LossKernelArgs &args, int max_threads, const LossKernelInfo &kernel) {
@@ -36,7 +30,7 @@ LossPlan MakeLossPlan(const LossKernelArgs &args, int max_threads, const LossKer
     const int64_t useful = std::max<int64_t>(1, elements / kMinElementsPerThread);
     plan.threads = static_cast<int>(std::min<int64_t>({max_threads, useful, args.n}));
     const int64_t pieces = LossPieceCount(args.c);
-    if (args.n < max_threads && kernel.split_row != nullptr && pieces >= 2 && RowsAreContiguous(args)) {
+    if (args.n < max_threads && kernel.split_row != nullptr && pieces >= 2 && LossRowsContiguous(args)) {
         const int shared = static_cast<int>(std::min<int64_t>({max_threads, useful, pieces}));
         if (shared > plan.threads) {
             plan.threads = shared;

@@ -834,88 +834,63 @@ void Rows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
         }
         return;
     }
-    // One column needs no column stride (only its first element is addressed).
-    const bool contiguous = args.c == 1 || (args.input_col_stride == 1 && args.log_prob_col_stride == 1 &&
-                                            (!kWeighted || args.weight_stride == 1));
-    if (contiguous) {
+    if (LossRowsContiguous(args)) {
         ContiguousRows<T, kSmooth, kWeighted, kStream>(args, row_begin, row_end);
     } else {
         for (int64_t i = row_begin; i < row_end; ++i) GatheredRow<T, kSmooth, kWeighted>(args, i);
     }
 }
 
-template <typename T, bool kStream>
-void RowsOfKind(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
+// Calls run.template operator()<T, kSmooth, kWeighted, kStream>() for the storage type, the variant (no smoothing,
+// smoothing, smoothing with weights) and the store kind (streaming only for fp32 where kCanStream) of args.
+template <typename T, bool kStream, typename Run>
+void ForVariant(const LossKernelArgs &args, const Run &run) {
     if (!args.smoothing) {
-        Rows<T, false, false, kStream>(args, row_begin, row_end);
+        run.template operator()<T, false, false, kStream>();
     } else if (args.weight == nullptr) {
-        Rows<T, true, false, kStream>(args, row_begin, row_end);
+        run.template operator()<T, true, false, kStream>();
     } else {
-        Rows<T, true, true, kStream>(args, row_begin, row_end);
+        run.template operator()<T, true, true, kStream>();
     }
 }
 
-template <typename T>
-void RowsOfType(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
+template <typename T, typename Run>
+void ForStores(const LossKernelArgs &args, const Run &run) {
     if constexpr (std::is_same_v<T, float> && kCanStream) {
         if (args.stream_stores) {
-            RowsOfKind<T, true>(args, row_begin, row_end);
+            ForVariant<T, true>(args, run);
             return;
         }
     }
-    RowsOfKind<T, false>(args, row_begin, row_end);
+    ForVariant<T, false>(args, run);
 }
 
-template <typename T, bool kStream>
-void SplitRowOfKind(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch) {
-    if (!args.smoothing) {
-        SplitRowOf<T, false, false, kStream>(args, i, scratch);
-    } else if (args.weight == nullptr) {
-        SplitRowOf<T, true, false, kStream>(args, i, scratch);
-    } else {
-        SplitRowOf<T, true, true, kStream>(args, i, scratch);
+template <typename Run>
+void ForKernelVariant(const LossKernelArgs &args, const Run &run) {
+    switch (args.dtype) {
+        case ACL_FLOAT:
+            ForStores<float>(args, run);
+            break;
+        case ACL_FLOAT16:
+            ForStores<hwy::float16_t>(args, run);
+            break;
+        default:
+            ForStores<hwy::bfloat16_t>(args, run);
+            break;
     }
-}
-
-template <typename T>
-void SplitRowOfType(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch) {
-    if constexpr (std::is_same_v<T, float> && kCanStream) {
-        if (args.stream_stores) {
-            SplitRowOfKind<T, true>(args, i, scratch);
-            return;
-        }
-    }
-    SplitRowOfKind<T, false>(args, i, scratch);
 }
 
 void LossSplitRow(const LossKernelArgs &args, int64_t i, LossSplitScratch &scratch) {
-    switch (args.dtype) {
-        case ACL_FLOAT:
-            SplitRowOfType<float>(args, i, scratch);
-            break;
-        case ACL_FLOAT16:
-            SplitRowOfType<hwy::float16_t>(args, i, scratch);
-            break;
-        default:
-            SplitRowOfType<hwy::bfloat16_t>(args, i, scratch);
-            break;
-    }
+    ForKernelVariant(args, [&]<typename T, bool kSmooth, bool kWeighted, bool kStream>() {
+        SplitRowOf<T, kSmooth, kWeighted, kStream>(args, i, scratch);
+    });
 }
 
 void LossRows(const LossKernelArgs &args, int64_t row_begin, int64_t row_end) {
-    switch (args.dtype) {
-        case ACL_FLOAT:
-            RowsOfType<float>(args, row_begin, row_end);
-            break;
-        case ACL_FLOAT16:
-            RowsOfType<hwy::float16_t>(args, row_begin, row_end);
-            break;
-        default:
-            RowsOfType<hwy::bfloat16_t>(args, row_begin, row_end);
-            break;
-    }
+    ForKernelVariant(args, [&]<typename T, bool kSmooth, bool kWeighted, bool kStream>() {
+        Rows<T, kSmooth, kWeighted, kStream>(args, row_begin, row_end);
+    });
 }
-
 
 }  // namespace openaclnn::cross_entropy_loss::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

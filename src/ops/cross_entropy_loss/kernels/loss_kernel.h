@@ -55,6 +55,14 @@ struct LossKernelArgs {
     bool stream_stores;   // hint: the logProb output is far larger than the caches; non-temporal stores pay
 };
 
+// Whether the rows go through the contiguous loops (ContiguousRows, SplitRowOf): unit column strides and a contiguous
+// weight where one is read (with smoothing); one column needs no column stride (only its first element is read).
+// Other layouts are gathered in chunks.
+inline bool LossRowsContiguous(const LossKernelArgs &args) {
+    return args.c == 1 || (args.input_col_stride == 1 && args.log_prob_col_stride == 1 &&
+                           (!args.smoothing || args.weight == nullptr || args.weight_stride == 1));
+}
+
 // Rows [row_begin, row_end), every column.
 using LossKernelFn = void (*)(const LossKernelArgs &args, int64_t row_begin, int64_t row_end);
 
