@@ -32,13 +32,13 @@ int MaxIsaRank() {
 int AvailableLossKernels(const LossKernelInfo **out, int capacity) {
     // The CPU's targets are read once: hwy::SupportedTargets() runs CPUID, which a virtual machine may trap (about
     // 25 us per call measured on the development VM, more than the rest of a small call).
-    static const struct KernelList {
+    static const struct HighwayList {
         const LossKernelInfo *kernels[8];
         int count;
-        KernelList() : kernels{}, count(HighwayLossKernels(kernels, 7)) { kernels[count++] = &kReferenceKernel; }
-    } kList;
+        HighwayList() : kernels{}, count(HighwayLossKernels(kernels, 8)) {}
+    } kHighway;
     int count = 0;
-    for (; count < kList.count - 1 && count < capacity - 1; ++count) out[count] = kList.kernels[count];
+    for (; count < kHighway.count && count < capacity - 1; ++count) out[count] = kHighway.kernels[count];
     out[count++] = &kReferenceKernel;
     return count;
 }
