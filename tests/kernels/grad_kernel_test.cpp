@@ -330,12 +330,12 @@ TEST_P(GradKernelTest, LongRowsAndColumnTiles) {
     }
 }
 
-// The streaming-store path (aligned and misaligned rows), with the threshold lowered to 16 MiB for the test.
+// The streaming-store path (aligned and misaligned rows), with the output threshold lowered to 16 MiB for the test.
 TEST_P(GradKernelTest, StreamingStores) {
     const GradKernelInfo &kernel = *GetParam();
     struct Restore {
-        uint64_t old = SetStreamingThreshold(16ull << 20);
-        ~Restore() { SetStreamingThreshold(old); }
+        StreamingThresholds old = SetStreamingThresholds({16ull << 20, 0});
+        ~Restore() { SetStreamingThresholds(old); }
     } restore;
     uint32_t seed = 3000;
     for (aclDataType dtype : kDtypes) {
@@ -346,6 +346,70 @@ TEST_P(GradKernelTest, StreamingStores) {
                                                               DtypeName(dtype) + " C=" + std::to_string(c) +
                                                               " seed=" + std::to_string(seed)),
                                    dtype, std::string(kernel.name) + " streaming");
+        }
+    }
+}
+
+// Streaming stores give the bits of regular stores. Threshold 0 (every call streams) against no streaming, on the
+// same problem: every variant; output offsets that put the first 64-byte boundary at each element position (the
+// peel before the aligned stores: up to a vector of fp32, a pair of vectors of fp16/bf16); rows whose starts share
+// their alignment (C = 1024: the fp32 rows with weights go two at a time) or do not (C = 1031); an ignored row; a
+// few extreme inputs (vectors off the fast path) and, with label smoothing and weights, columns whose weights make
+// row 2 cancel (lanes the 16-bit guard flags); and in place.
+TEST_P(GradKernelTest, StreamingGivesRegularBits) {
+    const GradKernelInfo &kernel = *GetParam();
+    struct Restore {
+        StreamingThresholds old = SetStreamingThresholds({UINT64_MAX, 0});
+        ~Restore() { SetStreamingThresholds(old); }
+    } restore;
+    uint32_t seed = 3100;
+    for (aclDataType dtype : kDtypes) {
+        const size_t es = ElementSize(dtype);
+        const int64_t per_line = 64 / static_cast<int64_t>(es);
+        for (int64_t c : {1031, 1024}) {
+            for (Variant v : {kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed}) {
+                for (int64_t offset = 0; offset < per_line; offset += v == kSmoothedWeighted ? 1 : 5) {
+                    const bool in_place = offset % 3 == 2;
+                    Problem p = MakeProblem(dtype, 6, c, v, ++seed, 0, offset);
+                    const double extremes[] = {-200.0, -100.0, -90.0, -INFINITY, NAN, 0.0};
+                    for (int64_t k = 0; k < 12; ++k) {
+                        StoreFromDouble(dtype, p.in.data() + p.in_offset * es, (k % 6) * p.in_stride + (k * 331) % c,
+                                        extremes[k % 6]);
+                    }
+                    if (v == kSmoothedWeighted && p.rows[2].b != 0.0) {
+                        for (int64_t j = 5; j < c; j += 97) {
+                            const double x = ToDouble(dtype, p.in.data() + p.in_offset * es, 2 * p.in_stride + j);
+                            const double w = std::exp(x) * p.rows[2].a / p.rows[2].b;
+                            if (std::isfinite(w) && w > 1e-3 && w < 1e3) p.weight[j] = static_cast<float>(w);
+                        }
+                    }
+                    const std::string what = std::string(kernel.name) + " " + DtypeName(dtype) + " C=" +
+                                             std::to_string(c) + " variant=" + std::to_string(v) + " offset=" +
+                                             std::to_string(offset) + (in_place ? " in place" : "");
+                    const std::vector<uint8_t> ref = ReferenceOutput(p);
+                    const std::vector<uint8_t> input = p.in;
+                    p.in_place = in_place;
+                    const auto run = [&](uint64_t threshold) {
+                        p.in = input;
+                        Poison(p.out);
+                        SetStreamingThresholds({threshold, 0});
+                        GradKernelArgs args = p.Args();
+                        kernel.run(args, GradTile{0, p.n, 0, p.c});
+                        const uint8_t *out = static_cast<const uint8_t *>(args.out);
+                        std::vector<uint8_t> rows;
+                        for (int64_t i = 0; i < p.n; ++i) {
+                            const uint8_t *row = out + i * args.out_row_stride * static_cast<int64_t>(es);
+                            rows.insert(rows.end(), row, row + c * es);
+                        }
+                        return rows;
+                    };
+                    const std::vector<uint8_t> regular = run(UINT64_MAX);
+                    const std::vector<uint8_t> streamed = run(0);
+                    ASSERT_EQ(regular.size(), streamed.size());
+                    EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
+                    ExpectMatches(p, streamed.data(), c, ref, what);
+                }
+            }
         }
     }
 }

@@ -28,21 +28,31 @@ namespace openaclnn::cross_entropy {
 
 namespace {
 
-// Outputs of at least this many bytes use streaming stores. Off by default: measured on the reference machine
-// (2-core Zen 5 VM, 4096 x 32000 fp32, 2 threads), regular stores ran at 1.08-1.18x a memcpy of the same bytes
-// and streaming stores at 1.30-1.67x, in the same runs. The path stays built and tested (SetStreamingThreshold).
-std::atomic<uint64_t> g_streaming_threshold_bytes{UINT64_MAX};
+// Streaming stores write whole lines to memory without first reading them (the read-for-ownership of regular
+// stores), so an output that the caches cannot keep costs one transfer per line instead of two. They are used from
+// 64 MiB of output (twice the reference machine's last-level cache) with rows of at least 16 KiB. Measured on the
+// reference machine (2-core Zen 5 VM, 2 threads, `bench/ab_libs.sh`, paired op time streaming / regular over 3
+// rounds): 4096 x 32000 fp32 plain, weighted and z-loss 0.69-0.75 and smoothed+weighted 0.70 (x copy 1.22 -> 0.87,
+// 1.38 -> 0.95: the copy is glibc's memcpy, which streams too), fp16 0.85-0.93, bf16 0.80 and smoothed+weighted
+// 0.95. With rows of 1000 classes (65536 x 1000) fp16 and bf16 ran 1.4-1.8x slower: each row starts and ends in a
+// partial line, which the rows' peel and tail write with regular stores, hence the row minimum.
+std::atomic<uint64_t> g_streaming_output_bytes{uint64_t{64} << 20};
+std::atomic<uint64_t> g_streaming_row_bytes{uint64_t{16} << 10};
 
 uint64_t ElementBytes(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
 
 }  // namespace
 
 bool UseStreamingStores(const GradKernelArgs &args) {
-    return static_cast<uint64_t>(args.n) * static_cast<uint64_t>(args.c) * ElementBytes(args.dtype) >=
-           g_streaming_threshold_bytes.load(std::memory_order_relaxed);
+    const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
+    return static_cast<uint64_t>(args.n) * row_bytes >= g_streaming_output_bytes.load(std::memory_order_relaxed) &&
+           row_bytes >= g_streaming_row_bytes.load(std::memory_order_relaxed);
 }
 
-uint64_t SetStreamingThreshold(uint64_t bytes) { return g_streaming_threshold_bytes.exchange(bytes); }
+StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
+    return {g_streaming_output_bytes.exchange(thresholds.output_bytes),
+            g_streaming_row_bytes.exchange(thresholds.row_bytes)};
+}
 
 void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight) {
     // The reference kernel's expression, operation for operation (this file is built with -ffp-contract=off).

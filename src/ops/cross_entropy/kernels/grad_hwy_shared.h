@@ -7,12 +7,18 @@
 namespace openaclnn::cross_entropy {
 
 // Whether the kernel writes with streaming (non-temporal) stores: when the output is larger than the last-level
-// cache could keep anyway. The choice changes only speed, never a value.
+// cache could keep anyway and its rows are long. The choice changes only speed, never a value.
 bool UseStreamingStores(const GradKernelArgs &args);
 
-// Sets the output size from which streaming stores are used (UINT64_MAX: never, the default); returns the old
-// value. For tests and measurements.
-uint64_t SetStreamingThreshold(uint64_t bytes);
+// From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached).
+struct StreamingThresholds {
+    uint64_t output_bytes;
+    uint64_t row_bytes;
+};
+
+// Sets the thresholds ({0, 0}: always stream; {UINT64_MAX, ...}: never); returns the old ones. For tests and
+// measurements.
+StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds);
 
 // The target column's element, computed exactly as the reference kernel computes every element (double, one
 // rounding): *out = round(exp(x) * a - b * weight - g). x points to one element of the storage type.
