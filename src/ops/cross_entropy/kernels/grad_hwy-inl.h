@@ -913,12 +913,25 @@ HWY_INLINE void RowLoopOutOfLine(DF df, const typename Storage<kType>::T *in, ty
     RowLoopOf<kType, kBias, kGuard, kStream>(df, in, out, j, count, a, b, w, row, window, done);
 }
 
+// Streaming stores write whole vectors of fp32's width (one vector of fp32; two of fp16 or bf16, the bf16 pair
+// loop's unit) at addresses aligned to that width. StreamPeel(out): the number of elements before the first such
+// boundary at out (at most lanes - 1 for fp32, 2 lanes - 1 for 16-bit types), or kNotElementAligned where out is not
+// even aligned to its element size (nothing streams then).
+constexpr size_t kNotElementAligned = ~size_t{0};
+
+template <typename T>
+HWY_INLINE size_t StreamPeel(const T *out) {
+    const size_t align = hn::Lanes(DF()) * sizeof(float);
+    const size_t misalign = reinterpret_cast<uintptr_t>(out) % align;
+    if (misalign % sizeof(T) != 0) return kNotElementAligned;
+    return misalign == 0 ? 0 : (align - misalign) / sizeof(T);
+}
+
 // native: the row may use the native bf16 conversion (only ever true in kNative kernels, see NativeBf16Safe).
 template <aclDataType kType, BiasKind kBias, bool kGuard, bool kNative>
 HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
                              const GradRowCoefficients &row, const float *w, bool weights_finite, bool stream,
                              bool native) {
-    using T = typename Storage<kType>::T;
     if (HWY_UNLIKELY(RowNeedsDouble(row))) {
         StoreExactRow(kType, in, out, count, row, w);
         return;
@@ -930,15 +943,12 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
     const FastWindow window = RowFastWindow(static_cast<float>(row.a), static_cast<float>(row.b), weights_finite);
     size_t j = 0;
     if (stream) {
-        // Peel the elements before the first boundary of a whole fp32 vector's bytes (a vector of fp32, a pair of
-        // vectors of fp16 or bf16: the bf16 pair loop streams whole pairs), so that the streaming stores are
-        // aligned; at most lanes - 1 (fp32) or 2 lanes - 1 (16-bit) elements, by at most two partial vectors.
-        const size_t align = lanes * sizeof(float);
-        const size_t misalign = reinterpret_cast<uintptr_t>(out) % align;
-        if (misalign % sizeof(T) != 0) {
-            stream = false;  // not even element-aligned: plain stores
-        } else if (misalign != 0) {
-            j = HWY_MIN(count, (align - misalign) / sizeof(T));
+        // The elements before the first aligned store (StreamPeel), by at most two partial vectors.
+        const size_t peel = StreamPeel(out);
+        if (peel == kNotElementAligned) {
+            stream = false;  // plain stores
+        } else {
+            j = HWY_MIN(count, peel);
             for (size_t k = 0; k < j; k += lanes) {
                 RowPartial<kType, kBias, kGuard>(df, in + k, out + k, HWY_MIN(lanes, j - k), a, b, w + (w ? k : 0),
                                                  row);
@@ -964,9 +974,10 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
 // operations: in a bare loop of loads and stores (2 threads, 4096 x 32000), adding a weight load per vector took
 // the time from 1.17x to 1.45x a memcpy's, one per two rows' vectors back to 1.09x. Here: fp32 smoothed+weighted
 // 0.917x the time of one row at a time (6 interleaved rounds, 0.89-0.96; x copy 1.48 -> 1.39), rows without
-// weights unchanged. Each row keeps its prefetch (without it, 1.05x). Every element gets RowSegment's bits (the
-// same operations on the same values); a pair of vectors off the fast path in either row is redone for both rows
-// by the one-row loop, out of line, as is each row's tail.
+// weights unchanged. Each row keeps its prefetch (without it, 1.05x), except with streaming stores (kStream: both
+// rows start at the same peel, see kPrefetchBytes). Every element gets RowSegment's bits (the same operations on
+// the same values); a pair of vectors off the fast path in either row is redone for both rows by the one-row loop,
+// out of line, as is each row's tail.
 template <bool kStream>
 HWY_NOINLINE void RowSegmentsWeightedTwo(const float *in0, float *out0, const float *in1, float *out1, size_t count,
                                          const GradRowCoefficients &row0, const GradRowCoefficients &row1,
@@ -981,11 +992,9 @@ HWY_NOINLINE void RowSegmentsWeightedTwo(const float *in0, float *out0, const fl
     const auto base0 = hn::Set(DU(), window0.base), base1 = hn::Set(DU(), window1.base);
     size_t j = 0;
     if constexpr (kStream) {
-        // Peel the columns before both rows' first vector-aligned output (the caller checked that the two rows
-        // share their alignment), so that the streaming stores are aligned.
-        const size_t misalign = reinterpret_cast<uintptr_t>(out0) % (lanes * sizeof(float));
-        if (misalign != 0) {
-            j = HWY_MIN(count, (lanes * sizeof(float) - misalign) / sizeof(float));
+        // The columns before both rows' first aligned store (the caller checked that the rows share their peel).
+        j = HWY_MIN(count, StreamPeel(out0));
+        if (j != 0) {
             RowPartial<ACL_FLOAT, kWeightBias, true>(df, in0, out0, j, a0, b0, w, row0);
             RowPartial<ACL_FLOAT, kWeightBias, true>(df, in1, out1, j, a1, b1, w, row1);
         }
@@ -1145,12 +1154,10 @@ HWY_INLINE bool TwoRowsWeighted(const GradRowCoefficients &row0, const GradRowCo
     return weighted(row0) && weighted(row1);
 }
 
-// Whether two fp32 output rows are element-aligned and lie at the same offset from a vector boundary, so that one
-// peel aligns both rows' streaming stores (RowSegmentsWeightedTwo).
-HWY_INLINE bool SameVectorAlignment(const float *out0, const float *out1) {
-    const uintptr_t align = hn::Lanes(DF()) * sizeof(float);
-    const uintptr_t misalign = reinterpret_cast<uintptr_t>(out0) % align;
-    return misalign % sizeof(float) == 0 && misalign == reinterpret_cast<uintptr_t>(out1) % align;
+// Whether one peel aligns both rows' streaming stores (RowSegmentsWeightedTwo).
+HWY_INLINE bool SameStreamPeel(const float *out0, const float *out1) {
+    const size_t peel = StreamPeel(out0);
+    return peel != kNotElementAligned && peel == StreamPeel(out1);
 }
 
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
@@ -1198,7 +1205,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
                 // Two rows whose starts differ in alignment (an odd C) cannot both stream aligned vectors: they take
                 // regular stores, which measured faster than streaming them one row at a time (4096 x 32000
                 // smoothed+weighted, one row at a time: 1.47x the time of regular stores, two at a time: 0.70x).
-                if (stream && SameVectorAlignment(out, out_row(i + 1))) {
+                if (stream && SameStreamPeel(out, out_row(i + 1))) {
                     RowSegmentsWeightedTwo<kCanStream>(in, out, in_row(i + 1), out_row(i + 1), count, row,
                                                        args.rows[i + 1], w, weights.finite);
                 } else {
