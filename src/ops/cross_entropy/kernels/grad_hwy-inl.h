@@ -999,6 +999,10 @@ HWY_NOINLINE void RowSegmentsWeightedTwo(const float *in0, float *out0, const fl
             RowPartial<ACL_FLOAT, kWeightBias, true>(df, in1, out1, j, a1, b1, w, row1);
         }
     }
+    // One vector on the fast path: RowValue's operations, with the weights already loaded.
+    const auto fast_value = [&](VF x, VF t, VF a, VF b, VF wv) {
+        return SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x, t, a), b, wv);
+    };
     const auto store = [&](VF v, float *p) {
         if constexpr (kStream) {
             hn::Stream(v, df, p);
@@ -1022,10 +1026,10 @@ HWY_NOINLINE void RowSegmentsWeightedTwo(const float *in0, float *out0, const fl
             continue;
         }
         const VF w0 = hn::LoadU(df, w + j), w1 = hn::LoadU(df, w + j + lanes);
-        store(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x00, t00, a0), b0, w0), out0 + j);
-        store(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x01, t01, a0), b0, w1), out0 + j + lanes);
-        store(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x10, t10, a1), b1, w0), out1 + j);
-        store(SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x11, t11, a1), b1, w1), out1 + j + lanes);
+        store(fast_value(x00, t00, a0, b0, w0), out0 + j);
+        store(fast_value(x01, t01, a0, b0, w1), out0 + j + lanes);
+        store(fast_value(x10, t10, a1, b1, w0), out1 + j);
+        store(fast_value(x11, t11, a1, b1, w1), out1 + j + lanes);
     }
     const auto rest = [&](const float *in, float *out, VF a, VF b, const GradRowCoefficients &row,
                           FastWindow window) {
