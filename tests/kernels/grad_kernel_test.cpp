@@ -75,6 +75,7 @@ struct Problem {
     int64_t in_offset = 0, out_offset = 0;  // element offsets of the views (misalignment)
     std::vector<uint8_t> in, out;
     std::vector<float> weight;
+    std::vector<float> weight_pairs;  // weight de-interleaved (made by Args)
     std::vector<GradRowCoefficients> rows;
     bool in_place = false;
 
@@ -92,6 +93,11 @@ struct Problem {
         args.out_col_stride = 1;
         args.weight = weight.empty() ? nullptr : weight.data();
         args.weight_stride = 1;
+        if (!weight.empty()) {
+            weight_pairs.assign(WeightPairsSize(c), std::nanf(""));
+            SplitWeightPairs(weight.data(), 1, c, weight_pairs.data());
+            args.weight_pairs = weight_pairs.data();
+        }
         args.rows = rows.data();
         return args;
     }
@@ -899,6 +905,61 @@ TEST_P(GradKernelTest, SmallBiasFp16RowsSkipTheGuard) {
     }
 }
 
+// bf16 rows with weights screen their blocks for the cancellation guard with the segment's greatest |w_j| when the
+// weights lie within a factor 8 of each other (PairWeights::screen_weight); the screen only sends blocks to the exact
+// guard. Rows around the cancellation point exp(x) a = b w_j, weights in [0.5, 1.5] (screened), against the same rows
+// with one more column of weight 100 (not screened): the first C columns' bits must be equal, within one ulp of the
+// reference. Some lanes must be flagged by the guard, and some only by the screen.
+TEST_P(GradKernelTest, GuardScreenGivesTheGuardsBits) {
+    const GradKernelInfo &kernel = *GetParam();
+    std::mt19937 rng(2718);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const int64_t n = 6, c = 4099;
+    std::vector<float> weight(c);
+    for (auto &w : weight) w = static_cast<float>(0.5 + unit(rng));
+    const double max_w = *std::max_element(weight.begin(), weight.end());
+    std::vector<GradRowCoefficients> rows;
+    std::vector<double> x(n * c);
+    int64_t guarded = 0, screened_only = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double b = (i % 2 ? -1.0 : 1.0) * 0x1p-14 * (1.0 + unit(rng));
+        const double a = b * std::exp(9.0 + unit(rng));
+        rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
+        for (int64_t j = 0; j < c; ++j) {
+            // Within 2^-7 of the cancellation point in x: bf16 steps there are 2^-5 to 2^-4, so most rounded inputs
+            // sit one or more steps away, and some land on it.
+            const double want = std::log(b * weight[j] / a) + std::ldexp(2.0 * unit(rng) - 1.0, -7);
+            uint8_t bits[2];
+            StoreFromDouble(ACL_BF16, bits, 0, want);
+            x[i * c + j] = ToDouble(ACL_BF16, bits, 0);
+            const double gap = std::fabs(std::exp(x[i * c + j]) * a - b * weight[j]);
+            guarded += gap < std::ldexp(std::fabs(b * weight[j]), -13);
+            screened_only += gap >= std::ldexp(std::fabs(b * weight[j]), -13) && gap < std::ldexp(std::fabs(b) * max_w, -13);
+        }
+    }
+    EXPECT_GT(guarded, 10);
+    EXPECT_GT(screened_only, 10);
+    std::vector<uint8_t> outputs[2];
+    for (int wide = 0; wide < 2; ++wide) {
+        Problem p = DenseProblem(ACL_BF16, n, c + wide);
+        p.weight = weight;
+        if (wide) p.weight.push_back(100.0f);  // outside the screen's range
+        p.rows = rows;
+        for (int64_t i = 0; i < n; ++i) {
+            for (int64_t j = 0; j < p.c; ++j) StoreFromDouble(ACL_BF16, p.in.data(), i * p.c + j, j < c ? x[i * c + j] : -3.0);
+        }
+        Poison(p.out);
+        GradKernelArgs args = p.Args();
+        kernel.run(args, GradTile{0, p.n, 0, p.c});
+        const std::string what = std::string(kernel.name) + (wide ? " not screened" : " screened");
+        ExpectCorrectlyRounded(ExpectMatches(p, p.out.data(), p.c, ReferenceOutput(p), what), ACL_BF16, what);
+        for (int64_t i = 0; i < n; ++i) {
+            outputs[wide].insert(outputs[wide].end(), p.out.begin() + i * p.c * 2, p.out.begin() + (i * p.c + c) * 2);
+        }
+    }
+    EXPECT_EQ(0, std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size())) << kernel.name;
+}
+
 // The prologue flags an fp16 row kRowSmallBias exactly when |b| max_j |w_j| <= kSmallBiasLimit, with the maximum over
 // all C weights (here the largest sits in the tail after the prologue's blocks of sixteen), and never where a weight
 // is infinite or NaN. Each case scales gradLoss so that |b| max|w| is just below or just above the limit. The flag is
@@ -1082,7 +1143,8 @@ struct StridedViews {
     int64_t in_row = 0, in_col = 1, in_offset = 0;
     int64_t out_row = 0, out_col = 1, out_offset = 0;
     int64_t w_stride = 1;
-    bool in_place = false;  // out is the logProb view itself
+    bool in_place = false;      // out is the logProb view itself
+    bool weight_pairs = true;   // the weights also de-interleaved (GradKernelArgs::weight_pairs)
 };
 
 // Runs kernel on p laid out as v (tiles from a plan of `threads`, or the whole output), and returns the output
@@ -1126,6 +1188,12 @@ std::vector<uint8_t> RunStrided(const GradKernelInfo &kernel, const Problem &p, 
     args.out_col_stride = v.in_place ? v.in_col : v.out_col;
     args.weight = weight.empty() ? nullptr : weight.data();
     args.weight_stride = v.w_stride;
+    std::vector<float> weight_pairs;
+    if (!weight.empty() && v.weight_pairs) {
+        weight_pairs.assign(WeightPairsSize(p.c), std::nanf(""));
+        SplitWeightPairs(weight.data(), v.w_stride, p.c, weight_pairs.data());
+        args.weight_pairs = weight_pairs.data();
+    }
     args.rows = p.rows.data();
     EXPECT_TRUE(kernel.supports(args));
     GradPlan plan = MakeGradPlan(args, threads);
@@ -1179,6 +1247,8 @@ TEST_P(GradKernelTest, EveryLayoutGivesTheContiguousBits) {
                     {2 * c + 1, 2, 3, 0, 0, 0, 1, true},           // column stride 2, in place
                     {c, 1, 0, -1, n, n - 1, 1, false},             // out column-major, rows reversed (stride -1)
                     {c, 1, 0, c, 1, 0, 4, false},                  // only the weight strided
+                    {c, 1, 0, c, 1, 0, 1, false},                  // contiguous (3 threads: tiles at odd columns)
+                    {c, 1, 0, c, 1, 0, 1, false, false},           // contiguous, weights not de-interleaved
                 };
                 int k = 0;
                 for (const StridedViews &v : layouts) {

@@ -11,10 +11,18 @@ namespace openaclnn::cross_entropy {
 namespace {
 
 constexpr const char *kOpName = "aclnnCrossEntropyLossGrad";
-// The coefficient table is aligned inside the workspace, whatever address the caller passes.
+// The workspace holds the coefficient table, then (bf16 with weights) the weights de-interleaved for the kernel
+// (SplitWeightPairs); each is aligned inside it, whatever address the caller passes.
 constexpr uint64_t kWorkspaceAlignment = 64;
 
-GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoefficients *rows) {
+uint64_t AlignUp(uint64_t value) { return (value + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
+
+bool NeedsWeightPairs(const CrossEntropyGradProblem &p) {
+    return p.dtype == ACL_BF16 && p.inputs[kWeight].present;
+}
+
+GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoefficients *rows,
+                              const float *weight_pairs) {
     const Operand &log_prob = p.inputs[kLogProb];
     const Operand &weight = p.inputs[kWeight];
     GradKernelArgs args{};
@@ -29,6 +37,7 @@ GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoe
     args.out_col_stride = p.out.stride1;
     args.weight = weight.present ? reinterpret_cast<const float *>(weight.Base()) : nullptr;
     args.weight_stride = weight.present ? weight.stride0 : 0;
+    args.weight_pairs = weight_pairs;
     args.rows = rows;
     return args;
 }
@@ -42,7 +51,9 @@ public:
 
     uint64_t WorkspaceSize() const override {
         if (problem_.Empty()) return 0;
-        return static_cast<uint64_t>(problem_.n) * sizeof(GradRowCoefficients) + kWorkspaceAlignment;
+        uint64_t size = AlignUp(static_cast<uint64_t>(problem_.n) * sizeof(GradRowCoefficients));
+        if (NeedsWeightPairs(problem_)) size += static_cast<uint64_t>(WeightPairsSize(problem_.c)) * sizeof(float);
+        return size + kWorkspaceAlignment;
     }
 
     aclnnStatus SetInputAddr(size_t index, void *addr) override {
@@ -65,11 +76,18 @@ public:
     Task MakeTask(void *workspace) const override {
         return [problem = problem_, plan = plan_, workspace](TaskContext &context) {
             if (problem.Empty()) return;
-            auto address = reinterpret_cast<uintptr_t>(workspace);
-            address = (address + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+            const uint64_t address = AlignUp(reinterpret_cast<uintptr_t>(workspace));
             auto *rows = reinterpret_cast<GradRowCoefficients *>(address);
             ComputeGradRows(problem, rows, context);
-            RunGradPlan(plan, MakeKernelArgs(problem, rows));
+            float *weight_pairs = nullptr;
+            if (NeedsWeightPairs(problem)) {
+                const Operand &weight = problem.inputs[kWeight];
+                weight_pairs = reinterpret_cast<float *>(
+                    address + AlignUp(static_cast<uint64_t>(problem.n) * sizeof(GradRowCoefficients)));
+                SplitWeightPairs(reinterpret_cast<const float *>(weight.Base()), weight.stride0, problem.c,
+                                 weight_pairs);
+            }
+            RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs));
         };
     }
 
@@ -102,7 +120,7 @@ aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(const aclTensor *gradLoss,
 
     GradPlan plan{};
     if (!problem.Empty()) {
-        plan = MakeGradPlan(MakeKernelArgs(problem, nullptr), ConfiguredThreads());
+        plan = MakeGradPlan(MakeKernelArgs(problem, nullptr, nullptr), ConfiguredThreads());
         Log(1, "%s: N=%lld C=%lld %s: kernel %s, %d thread(s) (%lld x %lld blocks)", kOpName,
             static_cast<long long>(problem.n), static_cast<long long>(problem.c), DataTypeName(problem.dtype),
             plan.kernel->name, plan.threads, static_cast<long long>(plan.row_blocks),

@@ -64,8 +64,22 @@ struct GradKernelArgs {
     int64_t out_col_stride;
     const float *weight;  // nullptr: all ones
     int64_t weight_stride;
+    // The weights de-interleaved (SplitWeightPairs), or nullptr. bf16 rows with weights read them from here in
+    // their main loop (no shuffles); without them such tiles are computed in column chunks from gathered copies,
+    // with the same bits, more slowly.
+    const float *weight_pairs;
     const GradRowCoefficients *rows;  // n entries
 };
+
+// The number of floats SplitWeightPairs writes for c classes.
+inline int64_t WeightPairsSize(int64_t c) { return c; }
+
+// pairs[k] = w_{2k} for k < (c + 1) / 2, then pairs[(c + 1) / 2 + k] = w_{2k + 1} for k < c / 2: the even- and the
+// odd-indexed weights, each contiguous. weight[j * stride] is w_j.
+inline void SplitWeightPairs(const float *weight, int64_t stride, int64_t c, float *pairs) {
+    const int64_t evens = (c + 1) / 2;
+    for (int64_t j = 0; j < c; ++j) pairs[(j % 2 == 0 ? 0 : evens) + j / 2] = weight[j * stride];
+}
 
 // A rectangle of the output: rows [row_begin, row_end) x columns [col_begin, col_end).
 struct GradTile {
