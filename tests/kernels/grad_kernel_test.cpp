@@ -700,23 +700,26 @@ TEST_P(GradKernelTest, FastAndGeneralPathsAgree) {
     }
 }
 
-// Consecutive rows with a bias term b w_j may be done together, sharing their weight loads (fp32 kernels do). Every
-// row here has one, with its own a and b, and inputs from -185 to 185 in a different order per row, so that one row
-// of a pair is on the fast path where the other is not; one row in five holds a NaN, and the row count is odd. The
-// whole tile must give, bit for bit, what one-row tiles give (where no row has a neighbour) and what one-column
-// tiles give (the general path), and stay within the tolerances of the reference.
+// Consecutive rows with a bias term b w_j may be done together, sharing their weight loads (fp32 kernels do, four
+// or two rows at a time, and then also the product b w_j where every row has the same b). Every row here has a bias
+// term, with its own a and either its own b or one b for all, and inputs from -185 to 185 in a different order per
+// row, so that one row of a group is on the fast path where another is not; one row in five holds a NaN, and the row
+// count (11: groups of four, four, two and a single row) is odd. The whole tile must give, bit for bit, what one-row
+// tiles give (where no row has a neighbour) and what one-column tiles give (the general path), and stay within the
+// tolerances of the reference.
 TEST_P(GradKernelTest, RowsDoneTogetherGiveOneRowBits) {
     const GradKernelInfo &kernel = *GetParam();
     std::mt19937 rng(4242);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (int shared_b = 0; shared_b < 2; ++shared_b)
     for (aclDataType dtype : kDtypes) {
-        const int64_t n = 9, c = dtype == ACL_FLOAT ? 4133 : 1031;
+        const int64_t n = 11, c = dtype == ACL_FLOAT ? 4133 : 1031;
         Problem p = DenseProblem(dtype, n, c);
         p.weight.resize(c);
         for (auto &w : p.weight) w = static_cast<float>(0.25 + 2.0 * unit(rng));
         for (int64_t i = 0; i < n; ++i) {
             const double a = std::ldexp(1.0 + unit(rng), static_cast<int>(i) * 9 - 40);
-            const double b = a * std::exp(-30.0 * unit(rng)) * (i % 3 == 2 ? -1.0 : 1.0);
+            const double b = shared_b && i > 0 ? p.rows[0].b : a * std::exp(-30.0 * unit(rng)) * (i % 3 == 2 ? -1.0 : 1.0);
             p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
             for (int64_t j = 0; j < c; ++j) {
                 // Ascending in even rows, descending in odd ones, so that the window's edges fall apart.

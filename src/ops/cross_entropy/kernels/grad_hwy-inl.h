@@ -116,7 +116,11 @@ HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
 // fewer than rounding p first, and one operation fewer where fused. S is evaluated by Estrin's scheme (pairs of
 // terms combined by r^2), whose dependency chain is about half Horner's for the same number of operations or one
 // more: cores that run out of reordering room before they run out of arithmetic units gain (AMD Zen 1, in cache:
-// 4096 x 32000 plain fp32 10.9 -> 9.3 ns per 8 elements). Fused for the 16-bit degrees (MulAddT).
+// 4096 x 32000 plain fp32 10.9 -> 9.3 ns per 8 elements). The pairs are combined by Horner's rule in r^2
+// (c23 + r^2 (c45 + r^2 c6) for degree 6), which needs no r^4: one multiplication fewer, and the unfused fp32 kernel
+// is bound by its multiplications on AVX-512 (AMD Zen 4 issues one 512-bit multiplication per cycle). Against the
+// sum c23 r^2 + c46 r^4: fp32 smoothed+weighted 0.96x the time (64 x 32000, one thread, in L3), the same errors (at
+// most 1 ulp, 9.2% of a dense sample of [-104, 89] misrounded either way). Fused for the 16-bit degrees (MulAddT).
 template <int kDegree>
 HWY_INLINE VF ExpPolyMinusOne(DF df, VF r);
 
@@ -126,8 +130,7 @@ HWY_INLINE VF ExpPolyMinusOne<6>(DF df, VF r) {
     const VF c23 = MulAddT<false>(df, hn::Set(df, 0x1.555492p-3f), r, hn::Set(df, 0x1.fffffcp-2f));
     const VF c45 = MulAddT<false>(df, hn::Set(df, 0x1.123a2p-7f), r, hn::Set(df, 0x1.5558f2p-5f));
     const VF c46 = MulAddT<false>(df, hn::Set(df, 0x1.6a23ccp-10f), r2, c45);
-    const VF r4 = hn::Mul(r2, r2);
-    return hn::Add(MulAddT<false>(df, c46, r4, hn::Mul(c23, r2)), r);
+    return MulAddT<false>(df, MulAddT<false>(df, c46, r2, c23), r2, r);
 }
 
 template <>
@@ -529,19 +532,19 @@ HWY_INLINE bool InFastWindow(VF t0, VF t1, VF t2, VF t3, hn::Vec<DU> base) {
 //    smoothed+weighted from 1.51-1.61x to 1.22-1.35x and bf16 from 2.21-2.30x to 1.83-1.86x; rows without one do not
 //    (fp32 plain unchanged, bf16 plain 1.08-1.14x -> 1.16-1.26x), so only bias rows prefetch there. 1 and 4 KiB
 //    ahead gained less on the bias rows. With streaming stores the 16-bit rows with a bias term keep it (without it,
-//    smoothed+weighted took 1.15x the time, fp16 and bf16 alike), but the fp32 rows done two at a time
-//    (RowSegmentsWeightedTwo) drop it (with it, 1.25x).
-template <BiasKind kBias, bool kStream, bool kTwoRows>
+//    smoothed+weighted took 1.15x the time, fp16 and bf16 alike), but the fp32 rows done in groups
+//    (RowSegmentsWeighted) drop it (with it, two rows at a time took 1.25x).
+template <BiasKind kBias, bool kStream, bool kRowGroup>
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr size_t kPrefetchBytes = (kBias == kNoBias || (kStream && kTwoRows)) ? 0 : 2048;
+constexpr size_t kPrefetchBytes = (kBias == kNoBias || (kStream && kRowGroup)) ? 0 : 2048;
 #else
 constexpr size_t kPrefetchBytes = 4096;
 #endif
 
 // A hint, which never faults; the address may lie past the row's end, so it is formed as an integer.
-template <BiasKind kBias, bool kStream, bool kTwoRows = false, typename T>
+template <BiasKind kBias, bool kStream, bool kRowGroup = false, typename T>
 HWY_INLINE void PrefetchAhead(const T *p) {
-    constexpr size_t kAhead = kPrefetchBytes<kBias, kStream, kTwoRows>;
+    constexpr size_t kAhead = kPrefetchBytes<kBias, kStream, kRowGroup>;
     if constexpr (kAhead != 0) {
         hwy::Prefetch(reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(p) + kAhead));
     }
@@ -1033,40 +1036,45 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
     if (j < count) RowPartial<kType, kBias, kGuard>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
 }
 
-// Two fp32 rows with weights at once, over the same columns: each weight vector is loaded once for both rows. The
-// weights are a third stream beside logProb and out, read from the L2 cache, and out of cache it costs more than its
-// operations: in a bare loop of loads and stores (2 threads, 4096 x 32000), adding a weight load per vector took
-// the time from 1.17x to 1.45x a memcpy's, one per two rows' vectors back to 1.09x. Here: fp32 smoothed+weighted
-// 0.917x the time of one row at a time (6 interleaved rounds, 0.89-0.96; x copy 1.48 -> 1.39), rows without
-// weights unchanged. Each row keeps its prefetch (without it, 1.05x), except with streaming stores (kStream: both
-// rows start at the same peel, see kPrefetchBytes). Every element gets RowSegment's bits (the same operations on
-// the same values); a pair of vectors off the fast path in either row is redone for both rows by the one-row loop,
-// out of line, as is each row's tail.
-template <bool kStream>
-HWY_NOINLINE void RowSegmentsWeightedTwo(const float *in0, float *out0, const float *in1, float *out1, size_t count,
-                                         const GradRowCoefficients &row0, const GradRowCoefficients &row1,
-                                         const float *w, bool weights_finite) {
+// kRows fp32 rows with weights at once (2 or 4), over the same columns: each weight vector is loaded once for all of
+// them. The weights are a third stream beside logProb and out, read from the L2 cache, and out of cache it costs more
+// than its operations: in a bare loop of loads and stores (2 threads, 4096 x 32000), adding a weight load per vector
+// took the time from 1.17x to 1.45x a memcpy's, one per two rows' vectors back to 1.09x; with the exp's arithmetic
+// and streaming stores, one per two rows' vectors 0.88x, per four rows' 0.85x, against 0.83x without weights. Here:
+// two rows at a time took fp32 smoothed+weighted to 0.917x the time of one row at a time (x copy 1.48 -> 1.39, before
+// streaming stores). Rows whose b is the same (kSharedBias: every row of a mean or sum reduction) also share the bias
+// term b w_j, one multiplication per weight vector instead of one per row; four rows at a time with it took
+// smoothed+weighted to 0.90x the time of two (64 x 32000, one thread, in L3: 604-616 against 675-700 us). Each row
+// keeps its prefetch, except with streaming stores (kStream: the rows start at the same peel, see kPrefetchBytes).
+// Every element gets RowSegment's bits (the same operations on the same values); a block of vectors off the fast
+// path in any row is redone for every row by the one-row loop, out of line, as is each row's tail.
+template <size_t kRows, bool kSharedBias, bool kStream>
+HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out, size_t count,
+                                      const GradRowCoefficients *const *rows, const float *w, bool weights_finite) {
+    static_assert(kRows == 2 || kRows == 4, "row groups of two or four");
     constexpr int kDegree = Storage<ACL_FLOAT>::kExpDegree;
+    constexpr size_t kVectors = 4 / kRows;  // per row and iteration
     const DF df;
     const size_t lanes = hn::Lanes(df);
-    const VF a0 = hn::Set(df, static_cast<float>(row0.a)), b0 = hn::Set(df, static_cast<float>(row0.b));
-    const VF a1 = hn::Set(df, static_cast<float>(row1.a)), b1 = hn::Set(df, static_cast<float>(row1.b));
-    const FastWindow window0 = RowFastWindow(static_cast<float>(row0.a), static_cast<float>(row0.b), weights_finite);
-    const FastWindow window1 = RowFastWindow(static_cast<float>(row1.a), static_cast<float>(row1.b), weights_finite);
-    const auto base0 = hn::Set(DU(), window0.base), base1 = hn::Set(DU(), window1.base);
+    VF a[kRows], b[kRows];
+    FastWindow window[kRows];
+    hn::Vec<DU> base[kRows];
+    for (size_t q = 0; q < kRows; ++q) {
+        a[q] = hn::Set(df, static_cast<float>(rows[q]->a));
+        b[q] = hn::Set(df, static_cast<float>(rows[q]->b));
+        window[q] = RowFastWindow(static_cast<float>(rows[q]->a), static_cast<float>(rows[q]->b), weights_finite);
+        base[q] = hn::Set(DU(), window[q].base);
+    }
     size_t j = 0;
     if constexpr (kStream) {
-        // The columns before both rows' first aligned store (the caller checked that the rows share their peel).
-        j = HWY_MIN(count, StreamPeel(out0));
+        // The columns before the rows' first aligned store (the caller checked that the rows share their peel).
+        j = HWY_MIN(count, StreamPeel(out[0]));
         if (j != 0) {
-            RowPartial<ACL_FLOAT, kWeightBias, true>(df, in0, out0, j, a0, b0, w, row0);
-            RowPartial<ACL_FLOAT, kWeightBias, true>(df, in1, out1, j, a1, b1, w, row1);
+            for (size_t q = 0; q < kRows; ++q) {
+                RowPartial<ACL_FLOAT, kWeightBias, true>(df, in[q], out[q], j, a[q], b[q], w, *rows[q]);
+            }
         }
     }
-    // One vector on the fast path: RowValue's operations, with the weights already loaded.
-    const auto fast_value = [&](VF x, VF t, VF a, VF b, VF wv) {
-        return SubBiasW<ACL_FLOAT, kWeightBias>(df, ScaledExp<kDegree, true>(df, x, t, a), b, wv);
-    };
     const auto store = [&](VF v, float *p) {
         if constexpr (kStream) {
             hn::Stream(v, df, p);
@@ -1074,37 +1082,44 @@ HWY_NOINLINE void RowSegmentsWeightedTwo(const float *in0, float *out0, const fl
             hn::StoreU(v, df, p);
         }
     };
-    for (; j + 2 * lanes <= count; j += 2 * lanes) {
-        PrefetchAhead<kWeightBias, kStream, true>(in0 + j);
-        PrefetchAhead<kWeightBias, kStream, true>(in1 + j);
-        const VF x00 = hn::LoadU(df, in0 + j), x01 = hn::LoadU(df, in0 + j + lanes);
-        const VF x10 = hn::LoadU(df, in1 + j), x11 = hn::LoadU(df, in1 + j + lanes);
-        const VF t00 = ExpShifted<kDegree>(df, x00), t01 = ExpShifted<kDegree>(df, x01);
-        const VF t10 = ExpShifted<kDegree>(df, x10), t11 = ExpShifted<kDegree>(df, x11);
-        if (HWY_UNLIKELY(!InFastWindowOr(hn::Or(hn::Or(WindowOffset(t00, base0), WindowOffset(t01, base0)),
-                                                hn::Or(WindowOffset(t10, base1), WindowOffset(t11, base1)))))) {
-            RowPairsOf<ACL_FLOAT, kWeightBias, true, kStream>(df, in0, out0, j, j + 2 * lanes, a0, b0, w, row0,
-                                                              window0);
-            RowPairsOf<ACL_FLOAT, kWeightBias, true, kStream>(df, in1, out1, j, j + 2 * lanes, a1, b1, w, row1,
-                                                              window1);
+    const size_t step = kVectors * lanes;
+    for (; j + step <= count; j += step) {
+        VF x[kRows][kVectors], t[kRows][kVectors];
+        hn::Vec<DU> offsets = hn::Zero(DU());
+        for (size_t q = 0; q < kRows; ++q) {
+            PrefetchAhead<kWeightBias, kStream, true>(in[q] + j);
+            for (size_t v = 0; v < kVectors; ++v) {
+                x[q][v] = hn::LoadU(df, in[q] + j + v * lanes);
+                t[q][v] = ExpShifted<kDegree>(df, x[q][v]);
+                offsets = hn::Or(offsets, WindowOffset(t[q][v], base[q]));
+            }
+        }
+        if (HWY_UNLIKELY(!InFastWindowOr(offsets))) {
+            for (size_t q = 0; q < kRows; ++q) {
+                RowPairsOf<ACL_FLOAT, kWeightBias, true, kStream>(df, in[q], out[q], j, j + step, a[q], b[q], w,
+                                                                  *rows[q], window[q]);
+            }
             continue;
         }
-        const VF w0 = hn::LoadU(df, w + j), w1 = hn::LoadU(df, w + j + lanes);
-        store(fast_value(x00, t00, a0, b0, w0), out0 + j);
-        store(fast_value(x01, t01, a0, b0, w1), out0 + j + lanes);
-        store(fast_value(x10, t10, a1, b1, w0), out1 + j);
-        store(fast_value(x11, t11, a1, b1, w1), out1 + j + lanes);
-    }
-    const auto rest = [&](const float *in, float *out, VF a, VF b, const GradRowCoefficients &row,
-                          FastWindow window) {
-        const size_t done =
-            RowPairsOf<ACL_FLOAT, kWeightBias, true, kStream>(df, in, out, j, count, a, b, w, row, window);
-        if (done < count) {
-            RowPartial<ACL_FLOAT, kWeightBias, true>(df, in + done, out + done, count - done, a, b, w + done, row);
+        for (size_t v = 0; v < kVectors; ++v) {
+            const VF wv = hn::LoadU(df, w + j + v * lanes);
+            // RowValue's operations: m + (-b) w_j (SubBiasW), with (-b) w_j formed once where every row has the same b.
+            const VF shared_bias = kSharedBias ? hn::Mul(hn::Neg(b[0]), wv) : wv;
+            for (size_t q = 0; q < kRows; ++q) {
+                const VF m = ScaledExp<kDegree, true>(df, x[q][v], t[q][v], a[q]);
+                store(kSharedBias ? hn::Add(shared_bias, m) : SubBiasW<ACL_FLOAT, kWeightBias>(df, m, b[q], wv),
+                      out[q] + j + v * lanes);
+            }
         }
-    };
-    rest(in0, out0, a0, b0, row0, window0);
-    rest(in1, out1, a1, b1, row1, window1);
+    }
+    for (size_t q = 0; q < kRows; ++q) {
+        const size_t done = RowPairsOf<ACL_FLOAT, kWeightBias, true, kStream>(df, in[q], out[q], j, count, a[q], b[q],
+                                                                             w, *rows[q], window[q]);
+        if (done < count) {
+            RowPartial<ACL_FLOAT, kWeightBias, true>(df, in[q] + done, out[q] + done, count - done, a[q], b[q],
+                                                     w + done, *rows[q]);
+        }
+    }
 }
 
 template <typename T>
@@ -1219,20 +1234,42 @@ HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename
     }
 }
 
-// Whether two rows both take RowSegmentAnyBias's weighted path (a bias term b w_j, coefficients the vector path
-// represents), so that RowSegmentsWeightedTwo may do them together.
-HWY_INLINE bool TwoRowsWeighted(const GradRowCoefficients &row0, const GradRowCoefficients &row1,
-                                const WeightTraits &weights) {
-    const auto weighted = [&](const GradRowCoefficients &row) {
-        return row.kind != kRowZero && !RowWithoutBias(row, weights) && !RowNeedsDouble(row);
-    };
-    return weighted(row0) && weighted(row1);
+// Whether a row takes RowSegmentAnyBias's weighted path (a bias term b w_j, coefficients the vector path
+// represents), so that RowSegmentsWeighted may do it together with others.
+HWY_INLINE bool RowWeighted(const GradRowCoefficients &row, const WeightTraits &weights) {
+    return row.kind != kRowZero && !RowWithoutBias(row, weights) && !RowNeedsDouble(row);
 }
 
-// Whether one peel aligns both rows' streaming stores (RowSegmentsWeightedTwo).
-HWY_INLINE bool SameStreamPeel(const float *out0, const float *out1) {
-    const size_t peel = StreamPeel(out0);
-    return peel != kNotElementAligned && peel == StreamPeel(out1);
+// A group of kRows consecutive fp32 rows with weights (RowSegmentsWeighted), with the store kind and bias sharing
+// they allow: streaming stores where the caller streams and one peel aligns every row (rows whose starts differ in
+// alignment, as with an odd C, take regular stores, which measured faster than streaming them one row at a time:
+// 4096 x 32000 smoothed+weighted, one row at a time 1.47x the time of regular stores, two at a time 0.70x), and a
+// shared bias term where every row's b rounds to the same float.
+template <size_t kRows>
+HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_t count,
+                                const GradRowCoefficients *const *rows, const float *w, bool weights_finite,
+                                bool stream) {
+    const auto float_bits = [](double value) {
+        const float f = static_cast<float>(value);
+        uint32_t bits;
+        std::memcpy(&bits, &f, sizeof(bits));
+        return bits;
+    };
+    const size_t peel = StreamPeel(out[0]);
+    bool shared = true;
+    for (size_t q = 1; q < kRows; ++q) {
+        stream = stream && peel != kNotElementAligned && StreamPeel(out[q]) == peel;
+        shared = shared && float_bits(rows[q]->b) == float_bits(rows[0]->b);
+    }
+    if (stream && shared) {
+        RowSegmentsWeighted<kRows, true, kCanStream>(in, out, count, rows, w, weights_finite);
+    } else if (stream) {
+        RowSegmentsWeighted<kRows, false, kCanStream>(in, out, count, rows, w, weights_finite);
+    } else if (shared) {
+        RowSegmentsWeighted<kRows, true, false>(in, out, count, rows, w, weights_finite);
+    } else {
+        RowSegmentsWeighted<kRows, false, false>(in, out, count, rows, w, weights_finite);
+    }
 }
 
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
@@ -1278,23 +1315,35 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         const T *in = in_row(i);
         T *out = out_row(i);
         if constexpr (kType == ACL_FLOAT) {
-            // (Rows shorter than a pair of vectors gain nothing: they are all tail.)
-            if (w != nullptr && i + 1 < tile.row_end && count >= 2 * hn::Lanes(DF()) &&
-                TwoRowsWeighted(row, args.rows[i + 1], weights)) {
-                const TargetInput target0 = read_target(i), target1 = read_target(i + 1);
-                // Two rows whose starts differ in alignment (an odd C) cannot both stream aligned vectors: they take
-                // regular stores, which measured faster than streaming them one row at a time (4096 x 32000
-                // smoothed+weighted, one row at a time: 1.47x the time of regular stores, two at a time: 0.70x).
-                if (stream && SameStreamPeel(out, out_row(i + 1))) {
-                    RowSegmentsWeightedTwo<kCanStream>(in, out, in_row(i + 1), out_row(i + 1), count, row,
-                                                       args.rows[i + 1], w, weights.finite);
-                } else {
-                    RowSegmentsWeightedTwo<false>(in, out, in_row(i + 1), out_row(i + 1), count, row,
-                                                  args.rows[i + 1], w, weights.finite);
+            // Groups of four consecutive weighted rows, else of two (rows shorter than a pair of vectors gain
+            // nothing: they are all tail).
+            size_t group = 0;
+            if (w != nullptr && count >= 2 * hn::Lanes(DF())) {
+                while (group < 4 && i + static_cast<int64_t>(group) < tile.row_end &&
+                       RowWeighted(args.rows[i + static_cast<int64_t>(group)], weights)) {
+                    ++group;
                 }
-                store_target(i, target0);
-                store_target(i + 1, target1);
-                ++i;
+                if (group == 3) group = 2;
+            }
+            if (group >= 2) {
+                TargetInput targets[4];
+                const float *ins[4];
+                float *outs[4];
+                const GradRowCoefficients *rows[4];
+                for (size_t q = 0; q < group; ++q) {
+                    const int64_t r = i + static_cast<int64_t>(q);
+                    targets[q] = read_target(r);
+                    ins[q] = in_row(r);
+                    outs[q] = out_row(r);
+                    rows[q] = &args.rows[r];
+                }
+                if (group == 4) {
+                    RunWeightedRows<4>(ins, outs, count, rows, w, weights.finite, stream);
+                } else {
+                    RunWeightedRows<2>(ins, outs, count, rows, w, weights.finite, stream);
+                }
+                for (size_t q = 0; q < group; ++q) store_target(i + static_cast<int64_t>(q), targets[q]);
+                i += static_cast<int64_t>(group) - 1;
                 continue;
             }
         }
