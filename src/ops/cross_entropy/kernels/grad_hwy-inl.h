@@ -836,7 +836,7 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
 // screen_weight, so the segment's weights must lie within a factor kScreenWeightRange of each other (zeros aside:
 // their bias term is 0); else screen_weight is 0 and every lane is tested with its own weight.
 struct PairWeights {
-    const float *even = nullptr;
+    const float *even = nullptr;  // null: not de-interleaved (the pair loop de-interleaves w itself)
     const float *odd = nullptr;
     size_t first = 0;
     float screen_weight = 0.0f;
@@ -856,12 +856,12 @@ HWY_INLINE void PairWeightsAt(const PairWeights &pairs, size_t j, const float *&
     }
 }
 
-// QuadFast for bf16 in the layout of RowLoopBf16Pairs: two pairs (4 * lanes elements). we, wo: the weights of the
-// block's even- and odd-indexed elements, each contiguous (PairWeights; kWeightBias only). screened: the guard is
-// screened with `screen`, (|b| 2^-13) screen_weight (PairWeights).
+// QuadFast for bf16 in the layout of RowLoopBf16Pairs: two pairs (4 * lanes elements). w: the block's weights
+// (kWeightBias only), or where we is not null, we and wo: the weights of its even- and odd-indexed elements, each
+// contiguous (PairWeights). screened: the guard is screened with `screen`, (|b| 2^-13) screen_weight (PairWeights).
 template <BiasKind kBias, bool kNative, bool kStream>
-HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a, VF b, const float *we,
-                                  const float *wo, bool screened, VF screen, hn::Vec<DU> base) {
+HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a, VF b, const float *w,
+                                  const float *we, const float *wo, bool screened, VF screen, hn::Vec<DU> base) {
     const size_t lanes = hn::Lanes(df);
     constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
     PrefetchAhead<kBias, kStream>(in);
@@ -878,9 +878,15 @@ HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a
     if constexpr (kBias != kNoBias) {
         VF we0 = b, wo0 = b, we1 = b, wo1 = b;
         if constexpr (kBias == kWeightBias) {
-            we0 = hn::LoadU(df, we), wo0 = hn::LoadU(df, wo);
-            we1 = hn::LoadU(df, we + lanes), wo1 = hn::LoadU(df, wo + lanes);
+            if (we != nullptr) {
+                we0 = hn::LoadU(df, we), wo0 = hn::LoadU(df, wo);
+                we1 = hn::LoadU(df, we + lanes), wo1 = hn::LoadU(df, wo + lanes);
+            } else {
+                hn::LoadInterleaved2(df, w, we0, wo0);
+                hn::LoadInterleaved2(df, w + 2 * lanes, we1, wo1);
+            }
         }
+        (void)w;
         (void)we;
         (void)wo;
         hn::Mask<DF> ce0, co0, ce1, co1;
@@ -913,19 +919,19 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     if constexpr (kType != ACL_FLOAT) {
         const size_t block = 4 * hn::Lanes(df);
         const auto base = hn::Set(DU(), window.base);
-        const float *we = nullptr, *wo = nullptr;  // at column j (bf16 with weights)
-        if (kType == ACL_BF16 && kBias == kWeightBias) PairWeightsAt(pairs, j, we, wo);
+        const float *we = nullptr, *wo = nullptr;  // at column j (bf16 with weights, where de-interleaved)
+        if (kType == ACL_BF16 && kBias == kWeightBias && pairs.even != nullptr) PairWeightsAt(pairs, j, we, wo);
         const bool screened = pairs.screen_weight != 0.0f;
         const VF screen = hn::Mul(hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>)),
                                   hn::Set(df, pairs.screen_weight));
-        for (; j + block <= count; j += block, we += kBias == kWeightBias ? block / 2 : 0,
-                                   wo += kBias == kWeightBias ? block / 2 : 0) {
+        const size_t pair_step = we != nullptr ? block / 2 : 0;
+        for (; j + block <= count; j += block, we += pair_step, wo += pair_step) {
             const float *wj = kBias == kWeightBias ? w + j : w;
             bool done_fast;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
             if constexpr (kType == ACL_BF16) {
-                done_fast = QuadFastBf16Pairs<kBias, kNative, kStream>(df, in + j, out + j, a, b, we, wo, screened,
-                                                                       screen, base);
+                done_fast = QuadFastBf16Pairs<kBias, kNative, kStream>(df, in + j, out + j, a, b, wj, we, wo,
+                                                                       screened, screen, base);
             } else
 #endif
             {
@@ -1282,10 +1288,11 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const bool stream = kCanStream && UseStreamingStores(args);
     const float *w = args.weight ? args.weight + tile.col_begin * args.weight_stride : nullptr;
     const WeightTraits weights = WeightsOf(w, count);
-    PairWeights pairs;  // (bf16 with weights: GradTileTyped sends such tiles here only with args.weight_pairs)
+    PairWeights pairs{nullptr, nullptr, 0, ScreenWeight(weights)};
     if (args.weight_pairs != nullptr) {
-        pairs = PairWeights{args.weight_pairs, args.weight_pairs + (args.c + 1) / 2,
-                            static_cast<size_t>(tile.col_begin), ScreenWeight(weights)};
+        pairs.even = args.weight_pairs;
+        pairs.odd = args.weight_pairs + (args.c + 1) / 2;
+        pairs.first = static_cast<size_t>(tile.col_begin);
     }
     const auto in_row = [&](int64_t i) {
         // (A one-column tile may have any column stride: only its first element is addressed.)
@@ -1376,7 +1383,6 @@ HWY_INLINE void GradTileGathered(const GradKernelArgs &args, const GradTile &til
     alignas(HWY_MAX_BYTES) T in_buf[kGatherColumns];
     alignas(HWY_MAX_BYTES) T out_buf[kGatherColumns];
     alignas(HWY_MAX_BYTES) float w_buf[kGatherColumns];
-    alignas(HWY_MAX_BYTES) float pairs_buf[kGatherColumns];  // w_buf de-interleaved (bf16 only)
     const int64_t in_cs = args.log_prob_col_stride;
     const int64_t out_cs = args.out_col_stride;
     for (int64_t j0 = tile.col_begin; j0 < tile.col_end; j0 += static_cast<int64_t>(kGatherColumns)) {
@@ -1389,11 +1395,7 @@ HWY_INLINE void GradTileGathered(const GradKernelArgs &args, const GradTile &til
             w = w_buf;
         }
         const WeightTraits weights = WeightsOf(w, count);
-        PairWeights pairs;
-        if (kType == ACL_BF16 && w != nullptr) {
-            SplitWeightPairs(w_buf, 1, static_cast<int64_t>(count), pairs_buf);
-            pairs = PairWeights{pairs_buf, pairs_buf + (count + 1) / 2, 0, ScreenWeight(weights)};
-        }
+        const PairWeights pairs{nullptr, nullptr, 0, ScreenWeight(weights)};
         for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
             const GradRowCoefficients &row = args.rows[i];
             T *out = out_base + i * args.out_row_stride + j0 * out_cs;
@@ -1418,12 +1420,9 @@ template <aclDataType kType, bool kNative>
 HWY_INLINE void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) {
     const int64_t count = tile.col_end - tile.col_begin;
     if (count <= 0 || tile.row_end <= tile.row_begin) return;
-    // One column needs no column stride at all (the weight is read at its own index). bf16 rows with weights also
-    // need the weights de-interleaved (args.weight_pairs), which the gathered path makes per chunk otherwise.
-    const bool weights_ready = args.weight == nullptr || (args.weight_stride == 1 &&
-                                                          (kType != ACL_BF16 || args.weight_pairs != nullptr));
-    const bool contiguous =
-        count == 1 || (args.log_prob_col_stride == 1 && args.out_col_stride == 1 && weights_ready);
+    // One column needs no column stride at all (the weight is read at its own index).
+    const bool contiguous = count == 1 || (args.log_prob_col_stride == 1 && args.out_col_stride == 1 &&
+                                           (args.weight == nullptr || args.weight_stride == 1));
     if (contiguous) {
         GradTileContiguous<kType, kNative>(args, tile);
     } else {

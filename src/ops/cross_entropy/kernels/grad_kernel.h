@@ -65,8 +65,7 @@ struct GradKernelArgs {
     const float *weight;  // nullptr: all ones
     int64_t weight_stride;
     // The weights de-interleaved (SplitWeightPairs), or nullptr. bf16 rows with weights read them from here in
-    // their main loop (no shuffles); without them such tiles are computed in column chunks from gathered copies,
-    // with the same bits, more slowly.
+    // their main loop, where they would otherwise de-interleave w with shuffles (the same bits, more slowly).
     const float *weight_pairs;
     const GradRowCoefficients *rows;  // n entries
 };
@@ -77,8 +76,20 @@ inline int64_t WeightPairsSize(int64_t c) { return c; }
 // pairs[k] = w_{2k} for k < (c + 1) / 2, then pairs[(c + 1) / 2 + k] = w_{2k + 1} for k < c / 2: the even- and the
 // odd-indexed weights, each contiguous. weight[j * stride] is w_j.
 inline void SplitWeightPairs(const float *weight, int64_t stride, int64_t c, float *pairs) {
-    const int64_t evens = (c + 1) / 2;
-    for (int64_t j = 0; j < c; ++j) pairs[(j % 2 == 0 ? 0 : evens) + j / 2] = weight[j * stride];
+    float *even = pairs;
+    float *odd = pairs + (c + 1) / 2;
+    if (stride == 1) {
+        for (int64_t k = 0; k < c / 2; ++k) {  // (vectorised by the compiler)
+            even[k] = weight[2 * k];
+            odd[k] = weight[2 * k + 1];
+        }
+    } else {
+        for (int64_t k = 0; k < c / 2; ++k) {
+            even[k] = weight[2 * k * stride];
+            odd[k] = weight[(2 * k + 1) * stride];
+        }
+    }
+    if (c % 2 != 0) even[c / 2] = weight[(c - 1) * stride];
 }
 
 // A rectangle of the output: rows [row_begin, row_end) x columns [col_begin, col_end).
