@@ -24,9 +24,11 @@
 //    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
 //    The 16-bit kernels are bound by their operation count, not by memory: fusing the polynomial's steps, the
 //    reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000
-//    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, Zen 5). The fp32 kernel, bound by memory
-//    there, does not fuse. (On an AVX2 Zen 1, whose 256-bit operations are split in two, every kernel is bound by
-//    its arithmetic: about 1.75x fp32 and 3.2x fp16/bf16.)
+//    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, AMD Zen 4). The fp32 kernel does not fuse:
+//    near the copy's time either way there, and on Zen 4 a multiply-add takes the multiplier's pipe, so fusing would
+//    only unload the adders, while targets without the instruction would pay std::fmaf per lane. (On an AVX2 Zen 1,
+//    whose 256-bit operations are split in two, every kernel is bound by its arithmetic: about 1.75x fp32 and 3.2x
+//    fp16/bf16.)
 //  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
@@ -528,7 +530,7 @@ HWY_INLINE bool InFastWindow(VF t0, VF t1, VF t2, VF t3, hn::Vec<DU> base) {
 // Measured, 4096 x 32000, 2 threads, interleaved runs against builds without it (x copy, medians):
 //  * AVX2 machine (AMD Zen 1): 4 KiB ahead takes fp32 plain rows from about 2.1x to 1.6-1.75x (2, 4 and 8 KiB ahead
 //    alike; the 16-bit rows, bound by their arithmetic there, do not change). Every row prefetches.
-//  * AVX-512 machine (AMD Zen 5): rows with a bias term (label smoothing) gain, 2 KiB ahead taking fp32
+//  * AVX-512 machine (AMD Zen 4): rows with a bias term (label smoothing) gain, 2 KiB ahead taking fp32
 //    smoothed+weighted from 1.51-1.61x to 1.22-1.35x and bf16 from 2.21-2.30x to 1.83-1.86x; rows without one do not
 //    (fp32 plain unchanged, bf16 plain 1.08-1.14x -> 1.16-1.26x), so only bias rows prefetch there. 1 and 4 KiB
 //    ahead gained less on the bias rows. With streaming stores the 16-bit rows with a bias term keep it (without it,
@@ -781,7 +783,7 @@ HWY_INLINE size_t RowPairsOutOfLine(DF df, const typename Storage<kType>::T *in,
 // One block of four fp16 vectors (or bf16 ones in the layout of Storage, for streaming stores) if every lane is on
 // the fast path and none is flagged by the cancellation guard: the values of StoreVector, bit for bit, with one
 // branch for the four window tests and one for the four guards. Returns false, having written nothing, otherwise.
-// Every value-dependent branch in flight costs on AMD Zen 5 even when predicted: blocks of four instead of pairs
+// Every value-dependent branch in flight costs on AMD Zen 4 even when predicted: blocks of four instead of pairs
 // took fp16 rows with a bias term from about 0.18 to 0.155 ns per element in cache.
 template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream>
 HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, VF a, VF b,

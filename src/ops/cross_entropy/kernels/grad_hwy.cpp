@@ -31,7 +31,7 @@ namespace {
 // Streaming stores write whole lines to memory without first reading them (the read-for-ownership of regular
 // stores), so an output that the caches cannot keep costs one transfer per line instead of two. They are used from
 // 64 MiB of output (twice the reference machine's last-level cache) with rows of at least 16 KiB. Measured on the
-// reference machine (2-core Zen 5 VM, 2 threads, `bench/ab_libs.sh`, paired op time streaming / regular, median of 3
+// reference machine (2-core Zen 4 VM, 2 threads, `bench/ab_libs.sh`, paired op time streaming / regular, median of 3
 // rounds): 4096 x 32000 fp32 plain, weighted and z-loss 0.67-0.76 and smoothed+weighted 0.69 (x copy 1.17 -> 0.87,
 // 1.37 -> 1.00: the copy is glibc's memcpy, which streams too), fp16 0.89-0.96, bf16 0.80-0.84 and smoothed+weighted
 // 0.94. With rows of 1000 classes (65536 x 1000) fp16 and bf16 ran 1.4-1.8x slower: each row starts and ends in a
