@@ -712,48 +712,50 @@ TEST_P(GradKernelTest, RowsDoneTogetherGiveOneRowBits) {
     std::mt19937 rng(4242);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     for (int shared_b = 0; shared_b < 2; ++shared_b)
-    for (aclDataType dtype : kDtypes) {
-        const int64_t n = 11, c = dtype == ACL_FLOAT ? 4133 : 1031;
-        Problem p = DenseProblem(dtype, n, c);
-        p.weight.resize(c);
-        for (auto &w : p.weight) w = static_cast<float>(0.25 + 2.0 * unit(rng));
-        for (int64_t i = 0; i < n; ++i) {
-            const double a = std::ldexp(1.0 + unit(rng), static_cast<int>(i) * 9 - 40);
-            const double b = shared_b && i > 0 ? p.rows[0].b : a * std::exp(-30.0 * unit(rng)) * (i % 3 == 2 ? -1.0 : 1.0);
-            p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
-            for (int64_t j = 0; j < c; ++j) {
-                // Ascending in even rows, descending in odd ones, so that the window's edges fall apart.
-                const int64_t k = i % 2 ? c - 1 - j : j;
-                const double x = -185.0 + 370.0 * (static_cast<double>(k) + 0.5 * unit(rng)) / static_cast<double>(c);
-                StoreFromDouble(dtype, p.in.data(), i * c + j, i % 5 == 1 && j == 77 ? std::nan("") : x);
+        for (aclDataType dtype : kDtypes) {
+            const int64_t n = 11, c = dtype == ACL_FLOAT ? 4133 : 1031;
+            Problem p = DenseProblem(dtype, n, c);
+            p.weight.resize(c);
+            for (auto &w : p.weight) w = static_cast<float>(0.25 + 2.0 * unit(rng));
+            for (int64_t i = 0; i < n; ++i) {
+                const double a = std::ldexp(1.0 + unit(rng), static_cast<int>(i) * 9 - 40);
+                const double b =
+                    shared_b && i > 0 ? p.rows[0].b : a * std::exp(-30.0 * unit(rng)) * (i % 3 == 2 ? -1.0 : 1.0);
+                p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
+                for (int64_t j = 0; j < c; ++j) {
+                    // Ascending in even rows, descending in odd ones, so that the window's edges fall apart.
+                    const int64_t k = i % 2 ? c - 1 - j : j;
+                    const double x =
+                        -185.0 + 370.0 * (static_cast<double>(k) + 0.5 * unit(rng)) / static_cast<double>(c);
+                    StoreFromDouble(dtype, p.in.data(), i * c + j, i % 5 == 1 && j == 77 ? std::nan("") : x);
+                }
+            }
+            const std::vector<uint8_t> ref = ReferenceOutput(p);
+            GradKernelArgs args = p.Args();
+            Poison(p.out);
+            kernel.run(args, GradTile{0, n, 0, c});
+            const std::vector<uint8_t> whole = p.out;
+            ExpectMatches(p, whole.data(), c, ref, std::string(kernel.name) + " " + DtypeName(dtype) + " whole tile");
+            Poison(p.out);
+            for (int64_t i = 0; i < n; ++i) kernel.run(args, GradTile{i, i + 1, 0, c});
+            const std::vector<uint8_t> by_row = p.out;
+            Poison(p.out);
+            for (int64_t j = 0; j < c; ++j) kernel.run(args, GradTile{0, n, j, j + 1});
+            for (int64_t i = 0; i < n; ++i) {
+                int64_t by_row_mismatches = 0, by_column_mismatches = 0;
+                for (int64_t j = 0; j < c; ++j) {
+                    const uint32_t got = Bits(dtype, whole.data(), i * c + j);
+                    const auto differs = [&](const std::vector<uint8_t> &other) {
+                        const uint32_t want = Bits(dtype, other.data(), i * c + j);
+                        return got != want && !(IsNanBits(dtype, got) && IsNanBits(dtype, want));
+                    };
+                    by_row_mismatches += differs(by_row);
+                    by_column_mismatches += differs(p.out);
+                }
+                EXPECT_EQ(by_row_mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i;
+                EXPECT_EQ(by_column_mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i;
             }
         }
-        const std::vector<uint8_t> ref = ReferenceOutput(p);
-        GradKernelArgs args = p.Args();
-        Poison(p.out);
-        kernel.run(args, GradTile{0, n, 0, c});
-        const std::vector<uint8_t> whole = p.out;
-        ExpectMatches(p, whole.data(), c, ref, std::string(kernel.name) + " " + DtypeName(dtype) + " whole tile");
-        Poison(p.out);
-        for (int64_t i = 0; i < n; ++i) kernel.run(args, GradTile{i, i + 1, 0, c});
-        const std::vector<uint8_t> by_row = p.out;
-        Poison(p.out);
-        for (int64_t j = 0; j < c; ++j) kernel.run(args, GradTile{0, n, j, j + 1});
-        for (int64_t i = 0; i < n; ++i) {
-            int64_t by_row_mismatches = 0, by_column_mismatches = 0;
-            for (int64_t j = 0; j < c; ++j) {
-                const uint32_t got = Bits(dtype, whole.data(), i * c + j);
-                const auto differs = [&](const std::vector<uint8_t> &other) {
-                    const uint32_t want = Bits(dtype, other.data(), i * c + j);
-                    return got != want && !(IsNanBits(dtype, got) && IsNanBits(dtype, want));
-                };
-                by_row_mismatches += differs(by_row);
-                by_column_mismatches += differs(p.out);
-            }
-            EXPECT_EQ(by_row_mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i;
-            EXPECT_EQ(by_column_mismatches, 0) << kernel.name << " " << DtypeName(dtype) << " row " << i;
-        }
-    }
 }
 
 // bf16 results near and below fp32's smallest normal (2^-126), where a bias term b w_j meets exp(x) a of the same
@@ -937,7 +939,8 @@ TEST_P(GradKernelTest, GuardScreenGivesTheGuardsBits) {
             x[i * c + j] = ToDouble(ACL_BF16, bits, 0);
             const double gap = std::fabs(std::exp(x[i * c + j]) * a - b * weight[j]);
             guarded += gap < std::ldexp(std::fabs(b * weight[j]), -13);
-            screened_only += gap >= std::ldexp(std::fabs(b * weight[j]), -13) && gap < std::ldexp(std::fabs(b) * max_w, -13);
+            screened_only +=
+                gap >= std::ldexp(std::fabs(b * weight[j]), -13) && gap < std::ldexp(std::fabs(b) * max_w, -13);
         }
     }
     EXPECT_GT(guarded, 10);
@@ -949,7 +952,8 @@ TEST_P(GradKernelTest, GuardScreenGivesTheGuardsBits) {
         if (wide) p.weight.push_back(100.0f);  // outside the screen's range
         p.rows = rows;
         for (int64_t i = 0; i < n; ++i) {
-            for (int64_t j = 0; j < p.c; ++j) StoreFromDouble(ACL_BF16, p.in.data(), i * p.c + j, j < c ? x[i * c + j] : -3.0);
+            for (int64_t j = 0; j < p.c; ++j)
+                StoreFromDouble(ACL_BF16, p.in.data(), i * p.c + j, j < c ? x[i * c + j] : -3.0);
         }
         Poison(p.out);
         GradKernelArgs args = p.Args();
@@ -1146,8 +1150,8 @@ struct StridedViews {
     int64_t in_row = 0, in_col = 1, in_offset = 0;
     int64_t out_row = 0, out_col = 1, out_offset = 0;
     int64_t w_stride = 1;
-    bool in_place = false;      // out is the logProb view itself
-    bool weight_pairs = true;   // the weights also de-interleaved (GradKernelArgs::weight_pairs)
+    bool in_place = false;     // out is the logProb view itself
+    bool weight_pairs = true;  // the weights also de-interleaved (GradKernelArgs::weight_pairs)
 };
 
 // Runs kernel on p laid out as v (tiles from a plan of `threads`, or the whole output), and returns the output
@@ -1243,15 +1247,15 @@ TEST_P(GradKernelTest, EveryLayoutGivesTheContiguousBits) {
                 const std::vector<uint8_t> want = RunStrided(kernel, p, contiguous, 1);
                 ExpectMatches(p, want.data(), c, ReferenceOutput(p), what + " contiguous");
                 const StridedViews layouts[] = {
-                    {2 * c + 3, 2, 5, c + 1, 1, 2, 1, false},      // logProb column stride 2
-                    {c, 1, 0, 3 * c, 3, 1, 3, false},              // out column stride 3, weight stride 3
-                    {1, n, 0, 1, n, 0, 2, false},                  // both transposed (column-major)
-                    {1, n, 0, 1, n, 0, 1, true},                   // transposed, in place
-                    {2 * c + 1, 2, 3, 0, 0, 0, 1, true},           // column stride 2, in place
-                    {c, 1, 0, -1, n, n - 1, 1, false},             // out column-major, rows reversed (stride -1)
-                    {c, 1, 0, c, 1, 0, 4, false},                  // only the weight strided
-                    {c, 1, 0, c, 1, 0, 1, false},                  // contiguous (3 threads: tiles at odd columns)
-                    {c, 1, 0, c, 1, 0, 1, false, false},           // contiguous, weights not de-interleaved
+                    {2 * c + 3, 2, 5, c + 1, 1, 2, 1, false},  // logProb column stride 2
+                    {c, 1, 0, 3 * c, 3, 1, 3, false},          // out column stride 3, weight stride 3
+                    {1, n, 0, 1, n, 0, 2, false},              // both transposed (column-major)
+                    {1, n, 0, 1, n, 0, 1, true},               // transposed, in place
+                    {2 * c + 1, 2, 3, 0, 0, 0, 1, true},       // column stride 2, in place
+                    {c, 1, 0, -1, n, n - 1, 1, false},         // out column-major, rows reversed (stride -1)
+                    {c, 1, 0, c, 1, 0, 4, false},              // only the weight strided
+                    {c, 1, 0, c, 1, 0, 1, false},              // contiguous (3 threads: tiles at odd columns)
+                    {c, 1, 0, c, 1, 0, 1, false, false},       // contiguous, weights not de-interleaved
                 };
                 int k = 0;
                 for (const StridedViews &v : layouts) {

@@ -15,7 +15,9 @@ constexpr const char *kOpName = "aclnnCrossEntropyLossGrad";
 // (SplitWeightPairs); each is aligned inside it, whatever address the caller passes.
 constexpr uint64_t kWorkspaceAlignment = 64;
 
-uint64_t AlignUp(uint64_t value) { return (value + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
+uint64_t AlignUp(uint64_t value) {
+    return (value + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
 
 // bf16 with weights: the kernel's pair loop reads the weights de-interleaved (GradKernelArgs::weight_pairs). Making
 // them is a pass over the C weights, which pays for itself over many rows only: 1 x 152064 smoothed+weighted took

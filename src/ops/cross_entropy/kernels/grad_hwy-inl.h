@@ -862,8 +862,8 @@ HWY_INLINE void PairWeightsAt(const PairWeights &pairs, size_t j, const float *&
 // (kWeightBias only), or where we is not null, we and wo: the weights of its even- and odd-indexed elements, each
 // contiguous (PairWeights). screened: the guard is screened with `screen`, (|b| 2^-13) screen_weight (PairWeights).
 template <BiasKind kBias, bool kNative, bool kStream>
-HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a, VF b, const float *w,
-                                  const float *we, const float *wo, bool screened, VF screen, hn::Vec<DU> base) {
+HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a, VF b, const float *w, const float *we,
+                                  const float *wo, bool screened, VF screen, hn::Vec<DU> base) {
     const size_t lanes = hn::Lanes(df);
     constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
     PrefetchAhead<kBias, kStream>(in);
@@ -924,16 +924,16 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         const float *we = nullptr, *wo = nullptr;  // at column j (bf16 with weights, where de-interleaved)
         if (kType == ACL_BF16 && kBias == kWeightBias && pairs.even != nullptr) PairWeightsAt(pairs, j, we, wo);
         const bool screened = pairs.screen_weight != 0.0f;
-        const VF screen = hn::Mul(hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>)),
-                                  hn::Set(df, pairs.screen_weight));
+        const VF screen =
+            hn::Mul(hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>)), hn::Set(df, pairs.screen_weight));
         const size_t pair_step = we != nullptr ? block / 2 : 0;
         for (; j + block <= count; j += block, we += pair_step, wo += pair_step) {
             const float *wj = kBias == kWeightBias ? w + j : w;
             bool done_fast;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
             if constexpr (kType == ACL_BF16) {
-                done_fast = QuadFastBf16Pairs<kBias, kNative, kStream>(df, in + j, out + j, a, b, wj, we, wo,
-                                                                       screened, screen, base);
+                done_fast = QuadFastBf16Pairs<kBias, kNative, kStream>(df, in + j, out + j, a, b, wj, we, wo, screened,
+                                                                       screen, base);
             } else
 #endif
             {
@@ -962,9 +962,8 @@ HWY_NOINLINE void RowLoopOf(DF df, const typename Storage<kType>::T *in, typenam
 template <BiasKind kBias, bool kStream>
 OPENACLNN_NATIVE_BF16_ATTR HWY_NOINLINE void RowLoopNativeBf16(DF df, const uint16_t *in, uint16_t *out, size_t j,
                                                                size_t count, VF a, VF b, const float *w,
-                                                               const PairWeights &pairs,
-                                                               const GradRowCoefficients &row, FastWindow window,
-                                                               size_t *done) {
+                                                               const PairWeights &pairs, const GradRowCoefficients &row,
+                                                               FastWindow window, size_t *done) {
     RowLoop<ACL_BF16, kBias, true, kStream, true>(df, in, out, j, count, a, b, w, pairs, row, window, done);
 }
 #endif
@@ -1029,17 +1028,13 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
     if (count < lanes) {
         // Less than a vector (rows of a few classes): straight to the tail.
     } else if (stream && native) {
-        RowLoopOutOfLine<kType, kBias, kGuard, true, kNative>(df, in, out, j, count, a, b, w, pairs, row, window,
-                                                              &j);
+        RowLoopOutOfLine<kType, kBias, kGuard, true, kNative>(df, in, out, j, count, a, b, w, pairs, row, window, &j);
     } else if (stream) {
-        RowLoopOutOfLine<kType, kBias, kGuard, true, false>(df, in, out, j, count, a, b, w, pairs, row, window,
-                                                            &j);
+        RowLoopOutOfLine<kType, kBias, kGuard, true, false>(df, in, out, j, count, a, b, w, pairs, row, window, &j);
     } else if (native) {
-        RowLoopOutOfLine<kType, kBias, kGuard, false, kNative>(df, in, out, j, count, a, b, w, pairs, row, window,
-                                                               &j);
+        RowLoopOutOfLine<kType, kBias, kGuard, false, kNative>(df, in, out, j, count, a, b, w, pairs, row, window, &j);
     } else {
-        RowLoopOutOfLine<kType, kBias, kGuard, false, false>(df, in, out, j, count, a, b, w, pairs, row, window,
-                                                             &j);
+        RowLoopOutOfLine<kType, kBias, kGuard, false, false>(df, in, out, j, count, a, b, w, pairs, row, window, &j);
     }
     if (j < count) RowPartial<kType, kBias, kGuard>(df, in + j, out + j, count - j, a, b, w + (w ? j : 0), row);
 }
@@ -1122,7 +1117,7 @@ HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out,
     }
     for (size_t q = 0; q < kRows; ++q) {
         const size_t done = RowPairsOf<ACL_FLOAT, kWeightBias, true, kStream>(df, in[q], out[q], j, count, a[q], b[q],
-                                                                             w, *rows[q], window[q]);
+                                                                              w, *rows[q], window[q]);
         if (done < count) {
             RowPartial<ACL_FLOAT, kWeightBias, true>(df, in[q] + done, out[q] + done, count - done, a[q], b[q],
                                                      w + done, *rows[q]);
@@ -1225,13 +1220,12 @@ HWY_INLINE bool RowWithoutBias(const GradRowCoefficients &row, const WeightTrait
 
 // One row's segment with the bias kind the row needs (see BiasKind); w is the weight of column 0 or nullptr.
 template <aclDataType kType, bool kNative>
-HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
-                                  size_t count, const GradRowCoefficients &row, const float *w,
-                                  const PairWeights &pairs, WeightTraits weights, bool stream) {
+HWY_INLINE void RowSegmentAnyBias(const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t count,
+                                  const GradRowCoefficients &row, const float *w, const PairWeights &pairs,
+                                  WeightTraits weights, bool stream) {
     const double b_abs = std::fabs(static_cast<double>(static_cast<float>(row.b)));
     if (RowWithoutBias(row, weights)) {
-        RowSegment<kType, kNoBias, true, kNative>(in, out, count, row, nullptr, pairs, weights.finite, stream,
-                                                  kNative);
+        RowSegment<kType, kNoBias, true, kNative>(in, out, count, row, nullptr, pairs, weights.finite, stream, kNative);
     } else if (w == nullptr) {
         RowSegmentBiased<kType, kConstBias, kNative>(in, out, count, row, nullptr, pairs, weights.finite, stream,
                                                      kNative && NativeBf16Safe(b_abs, 1.0, 1.0));
