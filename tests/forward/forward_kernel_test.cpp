@@ -579,6 +579,10 @@ TEST(ForwardKernels, NanAndInfinityRows) {
         {"NaN in the second block", {{200, kNaN}}, false, true},
         {"NaN in a group after the blocks", {{260, kNaN}}, false, true},
         {"NaN in the tail", {{299, kNaN}}, false, true},
+        // A NaN with its sign bit set: pass B's clamp (an unsigned minimum on the bits) turns it into -86, so only
+        // pass C's probe sees it.
+        {"negative NaN in a block", {{5, -kNaN}}, false, true},
+        {"negative NaN in the tail", {{299, -kNaN}}, false, true},
         {"+inf in a block", {{0, kInf}}, false, true},
         {"+inf in the tail", {{290, kInf}}, false, true},
         {"+inf and -inf", {{3, kInf}, {4, -kInf}}, false, true},
