@@ -95,7 +95,7 @@ struct Problem {
         args.weight_stride = 1;
         if (!weight.empty()) {
             weight_pairs.assign(WeightPairsSize(c), std::nanf(""));
-            SplitWeightPairs(weight.data(), 1, c, weight_pairs.data());
+            SplitWeightPairs(weight.data(), c, weight_pairs.data());
             args.weight_pairs = weight_pairs.data();
         }
         args.rows = rows.data();
@@ -1151,7 +1151,7 @@ struct StridedViews {
     int64_t out_row = 0, out_col = 1, out_offset = 0;
     int64_t w_stride = 1;
     bool in_place = false;     // out is the logProb view itself
-    bool weight_pairs = true;  // the weights also de-interleaved (GradKernelArgs::weight_pairs)
+    bool weight_pairs = true;  // contiguous weights also de-interleaved (GradKernelArgs::weight_pairs)
 };
 
 // Runs kernel on p laid out as v (tiles from a plan of `threads`, or the whole output), and returns the output
@@ -1196,9 +1196,9 @@ std::vector<uint8_t> RunStrided(const GradKernelInfo &kernel, const Problem &p, 
     args.weight = weight.empty() ? nullptr : weight.data();
     args.weight_stride = v.w_stride;
     std::vector<float> weight_pairs;
-    if (!weight.empty() && v.weight_pairs) {
+    if (!weight.empty() && v.weight_pairs && v.w_stride == 1) {
         weight_pairs.assign(WeightPairsSize(p.c), std::nanf(""));
-        SplitWeightPairs(weight.data(), v.w_stride, p.c, weight_pairs.data());
+        SplitWeightPairs(weight.data(), p.c, weight_pairs.data());
         args.weight_pairs = weight_pairs.data();
     }
     args.rows = p.rows.data();

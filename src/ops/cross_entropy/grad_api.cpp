@@ -19,13 +19,19 @@ uint64_t AlignUp(uint64_t value) {
     return (value + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
-// bf16 with weights: the kernel's pair loop reads the weights de-interleaved (GradKernelArgs::weight_pairs). Making
-// them is a pass over the C weights, which pays for itself over many rows only: 1 x 152064 smoothed+weighted took
-// 1.5x the time with it.
+// bf16 with contiguous weights: the kernel's pair loop reads the weights de-interleaved (GradKernelArgs::
+// weight_pairs; strided weights are gathered in chunks instead). Making them is a pass over the C weights, which pays
+// for itself over many rows only: 1 x 152064 smoothed+weighted took 1.5x the time with it.
 constexpr int64_t kWeightPairsMinRows = 16;
 
 bool NeedsWeightPairs(const CrossEntropyGradProblem &p) {
-    return p.dtype == ACL_BF16 && p.inputs[kWeight].present && p.n >= kWeightPairsMinRows;
+    const Operand &weight = p.inputs[kWeight];
+    return p.dtype == ACL_BF16 && weight.present && weight.stride0 == 1 && p.n >= kWeightPairsMinRows;
+}
+
+// Where the de-interleaved weights start in the (aligned) workspace: after the coefficient table.
+uint64_t WeightPairsOffset(const CrossEntropyGradProblem &p) {
+    return AlignUp(static_cast<uint64_t>(p.n) * sizeof(GradRowCoefficients));
 }
 
 GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoefficients *rows,
@@ -58,7 +64,7 @@ public:
 
     uint64_t WorkspaceSize() const override {
         if (problem_.Empty()) return 0;
-        uint64_t size = AlignUp(static_cast<uint64_t>(problem_.n) * sizeof(GradRowCoefficients));
+        uint64_t size = WeightPairsOffset(problem_);
         if (NeedsWeightPairs(problem_)) size += static_cast<uint64_t>(WeightPairsSize(problem_.c)) * sizeof(float);
         return size + kWorkspaceAlignment;
     }
@@ -88,10 +94,8 @@ public:
             ComputeGradRows(problem, rows, context);
             float *weight_pairs = nullptr;
             if (NeedsWeightPairs(problem)) {
-                const Operand &weight = problem.inputs[kWeight];
-                weight_pairs = reinterpret_cast<float *>(
-                    address + AlignUp(static_cast<uint64_t>(problem.n) * sizeof(GradRowCoefficients)));
-                SplitWeightPairs(reinterpret_cast<const float *>(weight.Base()), weight.stride0, problem.c,
+                weight_pairs = reinterpret_cast<float *>(address + WeightPairsOffset(problem));
+                SplitWeightPairs(reinterpret_cast<const float *>(problem.inputs[kWeight].Base()), problem.c,
                                  weight_pairs);
             }
             RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs));

@@ -64,8 +64,8 @@ struct GradKernelArgs {
     int64_t out_col_stride;
     const float *weight;  // nullptr: all ones
     int64_t weight_stride;
-    // The weights de-interleaved (SplitWeightPairs), or nullptr. bf16 rows with weights read them from here in
-    // their main loop, where they would otherwise de-interleave w with shuffles (the same bits, more slowly).
+    // The weights de-interleaved (SplitWeightPairs), or nullptr. bf16 rows with contiguous weights read them from
+    // here in their main loop, where they would otherwise de-interleave w with shuffles (the same bits, more slowly).
     const float *weight_pairs;
     const GradRowCoefficients *rows;  // n entries
 };
@@ -74,22 +74,15 @@ struct GradKernelArgs {
 inline int64_t WeightPairsSize(int64_t c) { return c; }
 
 // pairs[k] = w_{2k} for k < (c + 1) / 2, then pairs[(c + 1) / 2 + k] = w_{2k + 1} for k < c / 2: the even- and the
-// odd-indexed weights, each contiguous. weight[j * stride] is w_j.
-inline void SplitWeightPairs(const float *weight, int64_t stride, int64_t c, float *pairs) {
+// odd-indexed weights, each contiguous. The weights are contiguous too (the kernels read weight_pairs only then).
+inline void SplitWeightPairs(const float *weight, int64_t c, float *pairs) {
     float *even = pairs;
     float *odd = pairs + (c + 1) / 2;
-    if (stride == 1) {
-        for (int64_t k = 0; k < c / 2; ++k) {  // (vectorised by the compiler)
-            even[k] = weight[2 * k];
-            odd[k] = weight[2 * k + 1];
-        }
-    } else {
-        for (int64_t k = 0; k < c / 2; ++k) {
-            even[k] = weight[2 * k * stride];
-            odd[k] = weight[(2 * k + 1) * stride];
-        }
+    for (int64_t k = 0; k < c / 2; ++k) {  // (vectorised by the compiler)
+        even[k] = weight[2 * k];
+        odd[k] = weight[2 * k + 1];
     }
-    if (c % 2 != 0) even[c / 2] = weight[(c - 1) * stride];
+    if (c % 2 != 0) even[c / 2] = weight[c - 1];
 }
 
 // A rectangle of the output: rows [row_begin, row_end) x columns [col_begin, col_end).
