@@ -363,13 +363,13 @@ struct StreamingThresholdsRestore {
     ~StreamingThresholdsRestore() { SetStreamingThresholds(old); }
 };
 
-// Runs p from `input` (poisoned output) with the given streaming threshold: the rows of the output, C elements each.
-std::vector<uint8_t> RunWithStreamingThreshold(const GradKernelInfo &kernel, Problem &p,
-                                               const std::vector<uint8_t> &input, uint64_t threshold) {
+// Runs p from `input` (poisoned output) with the given streaming thresholds: the rows of the output, C elements each.
+std::vector<uint8_t> RunWithStreaming(const GradKernelInfo &kernel, Problem &p, const std::vector<uint8_t> &input,
+                                      StreamingThresholds thresholds) {
     const size_t es = ElementSize(p.dtype);
     p.in = input;
     Poison(p.out);
-    SetStreamingThresholds({threshold, 0});
+    SetStreamingThresholds(thresholds);
     GradKernelArgs args = p.Args();
     kernel.run(args, GradTile{0, p.n, 0, p.c});
     const uint8_t *out = static_cast<const uint8_t *>(args.out);
@@ -417,8 +417,8 @@ TEST_P(GradKernelTest, StreamingGivesRegularBits) {
                     const std::vector<uint8_t> ref = ReferenceOutput(p);
                     const std::vector<uint8_t> input = p.in;
                     p.in_place = in_place;
-                    const std::vector<uint8_t> regular = RunWithStreamingThreshold(kernel, p, input, UINT64_MAX);
-                    const std::vector<uint8_t> streamed = RunWithStreamingThreshold(kernel, p, input, 0);
+                    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
+                    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
                     ASSERT_EQ(regular.size(), streamed.size());
                     EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
                     ExpectMatches(p, streamed.data(), c, ref, what);
@@ -432,7 +432,7 @@ TEST_P(GradKernelTest, StreamingGivesRegularBits) {
 // 64-byte lines (C = 1024), else rows 2, 4, 8 or 16 apart (C = 1032, 1028, 1026, 1031), taken from blocks of four
 // times that many rows; MakeProblem's ignored rows (every seventh) leave some of those groups with fewer rows, done in
 // pairs or alone. Two blocks and a few rows after them; also in place and at an output offset that moves the peel.
-// Against regular stores bit for bit, and against the reference.
+// Against regular stores bit for bit (also with only the groups streaming), and against the reference.
 TEST_P(GradKernelTest, StreamingGroupsOfRowsAlignedAlike) {
     const GradKernelInfo &kernel = *GetParam();
     StreamingThresholdsRestore restore;
@@ -446,12 +446,37 @@ TEST_P(GradKernelTest, StreamingGroupsOfRowsAlignedAlike) {
             const std::vector<uint8_t> ref = ReferenceOutput(p);
             const std::vector<uint8_t> input = p.in;
             p.in_place = offset == 5;
-            const std::vector<uint8_t> regular = RunWithStreamingThreshold(kernel, p, input, UINT64_MAX);
-            const std::vector<uint8_t> streamed = RunWithStreamingThreshold(kernel, p, input, 0);
+            const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
+            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
+            // The groups streamed, the other rows not (UseStreamingStoresForRowGroups).
+            const std::vector<uint8_t> groups_streamed = RunWithStreaming(kernel, p, input, {0, UINT64_MAX});
             EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
+            EXPECT_EQ(0, std::memcmp(regular.data(), groups_streamed.data(), regular.size())) << what;
             ExpectMatches(p, streamed.data(), c, ref, what);
         }
     }
+}
+
+// Which calls stream: single rows from both thresholds on, the fp32 groups of weighted rows from the output's alone.
+TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
+    StreamingThresholdsRestore restore;
+    SetStreamingThresholds({1000 * 4000, 16 << 10});
+    GradKernelArgs args{};
+    args.dtype = ACL_FLOAT;
+    args.n = 1000;
+    args.c = 1000;  // 4000-byte rows: at the output threshold, below the row threshold
+    EXPECT_FALSE(UseStreamingStores(args));
+    EXPECT_TRUE(UseStreamingStoresForRowGroups(args));
+    args.c = 4096;  // 16 KiB rows
+    EXPECT_TRUE(UseStreamingStores(args));
+    EXPECT_TRUE(UseStreamingStoresForRowGroups(args));
+    args.n = 100;
+    args.c = 1000;  // below the output threshold
+    EXPECT_FALSE(UseStreamingStores(args));
+    EXPECT_FALSE(UseStreamingStoresForRowGroups(args));
+    args.dtype = ACL_BF16;
+    args.n = 2000;  // the same bytes in bf16
+    EXPECT_TRUE(UseStreamingStoresForRowGroups(args));
 }
 
 // Every 16-bit input value, with a few coefficient sets: the exhaustive accuracy check of the 16-bit exps.

@@ -1283,6 +1283,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     T *out_base = static_cast<T *>(args.out);
     const size_t count = static_cast<size_t>(tile.col_end - tile.col_begin);
     const bool stream = kCanStream && UseStreamingStores(args);
+    const bool stream_groups = kCanStream && kType == ACL_FLOAT && UseStreamingStoresForRowGroups(args);
     const float *w = args.weight ? args.weight + tile.col_begin * args.weight_stride : nullptr;
     const WeightTraits weights = WeightsOf(w, count);
     PairWeights pairs{nullptr, nullptr, 0, ScreenWeight(weights)};
@@ -1339,9 +1340,9 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         }
         if constexpr (kType == ACL_FLOAT) {
             if (group == 4) {
-                RunWeightedRows<4>(ins, outs, count, rows, w, weights.finite, stream);
+                RunWeightedRows<4>(ins, outs, count, rows, w, weights.finite, stream_groups);
             } else {
-                RunWeightedRows<2>(ins, outs, count, rows, w, weights.finite, stream);
+                RunWeightedRows<2>(ins, outs, count, rows, w, weights.finite, stream_groups);
             }
         }
         for (size_t q = 0; q < group; ++q) store_target(members[q], targets[q]);
@@ -1356,7 +1357,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const int64_t stride_bytes = args.out_row_stride * static_cast<int64_t>(sizeof(T));
     const int64_t period = 64 / std::gcd<int64_t, int64_t>((stride_bytes % 64 + 64) % 64, 64);
     for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
-        if (grouped && stream && period > 1 && i + 4 * period <= tile.row_end) {
+        if (grouped && stream_groups && period > 1 && i + 4 * period <= tile.row_end) {
             for (int64_t k = 0; k < period; ++k) {
                 int64_t members[4];
                 size_t weighted = 0;
@@ -1392,7 +1393,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         }
         single_row(i);
     }
-    if (stream) hwy::FlushStream();
+    if (stream || stream_groups) hwy::FlushStream();
 }
 
 // Any other layout (a column stride other than 1 for logProb or out, e.g. a transposed view, or a strided weight):

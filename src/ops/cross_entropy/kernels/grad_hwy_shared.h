@@ -10,6 +10,10 @@ namespace openaclnn::cross_entropy {
 // cache could keep anyway and its rows are long. The choice changes only speed, never a value.
 bool UseStreamingStores(const GradKernelArgs &args);
 
+// The same for fp32 rows with weights done in groups (RunWeightedRows): from the output threshold on, whatever the
+// rows' length, the groups' peels and tails costing less than the single rows' do.
+bool UseStreamingStoresForRowGroups(const GradKernelArgs &args);
+
 // From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached).
 struct StreamingThresholds {
     uint64_t output_bytes;
