@@ -1354,7 +1354,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     // the rows k, k + period, k + 2 period and k + 3 period of the block: with regular stores, rows of 50257 classes
     // took 1.45x the time of streamed ones (8192 x 50257 smoothed+weighted, 2 threads). A block starts only at a
     // weighted row: rows without a bias term (weights without label smoothing) stay in order, one at a time (taken
-    // in the block's order, rows of 1000 classes took 1.5x the time).
+    // in the block's order, 65536 x 1000 weighted took 1.68x the time).
     const bool grouped = kType == ACL_FLOAT && w != nullptr && count >= 2 * hn::Lanes(DF());
     const int64_t stride_bytes = args.out_row_stride * static_cast<int64_t>(sizeof(T));
     const int64_t period = 64 / std::gcd<int64_t, int64_t>((stride_bytes % 64 + 64) % 64, 64);
