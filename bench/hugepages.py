@@ -4,13 +4,15 @@ torch.empty takes big buffers from malloc, whose pages are 4 KiB unless the syst
 "madvise" on the benchmark machine). Page-sized hardware prefetch and a TLB miss every 4 KiB then weigh on every
 streaming pass, ours and PyTorch's alike, and differently in each. The Google Benchmark programs allocate through
 aclrtMalloc, which asks for huge pages (MADV_HUGEPAGE); these helpers give the Python comparisons the same memory,
-for both sides: private anonymous mappings (shared ones are not eligible) advised MADV_HUGEPAGE, the tensor starting on a 2 MiB boundary.
+for both sides: private anonymous mappings (shared ones are not eligible) advised MADV_HUGEPAGE, the tensor starting
+on a 2 MiB boundary.
 """
 import mmap
 
 import torch
 
 HUGE_PAGE = 2 << 20
+
 
 def empty(shape, dtype):
     """An uninitialised tensor of `shape` and `dtype` on memory advised MADV_HUGEPAGE, 2 MiB aligned. The tensor
