@@ -27,6 +27,7 @@ os.environ.setdefault("OPENACLNN_NUM_THREADS", "2")
 import torch  # noqa: E402
 
 import hugepages  # noqa: E402
+from paired_rounds import paired_rounds  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -96,24 +97,6 @@ class Op:
                 self.base.aclDestroyTensor(t)
 
 
-def paired_times(ours, theirs, reps):
-    """One warm-up of each, then reps rounds of ours and theirs in turn: the medians of their times and of the
-    rounds' ratios theirs / ours (both sides measured moments apart, so the machine's drift mostly cancels)."""
-    ours()
-    theirs()
-    t_ours, t_theirs, ratios = [], [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        ours()
-        t1 = time.perf_counter()
-        theirs()
-        t2 = time.perf_counter()
-        t_ours.append(t1 - t0)
-        t_theirs.append(t2 - t1)
-        ratios.append((t2 - t1) / (t1 - t0))
-    return statistics.median(t_ours), statistics.median(t_theirs), statistics.median(ratios)
-
-
 def median_time(fn, reps):
     fn()
     times = []
@@ -170,8 +153,10 @@ def main():
                         out.add_(tmp)
 
                 try:
-                    t_ours, t_torch, speedup = paired_times(ours, composed, args.reps)
-                    torch_ms, speedup = f"{t_torch * 1e3:9.2f}", f"{speedup:7.2f}x"
+                    times_ours, times_torch, ratios = paired_rounds(ours, composed, args.reps)
+                    t_ours = statistics.median(times_ours)
+                    torch_ms = f"{statistics.median(times_torch) * 1e3:9.2f}"
+                    speedup = f"{statistics.median(ratios):7.2f}x"
                 except RuntimeError as exc:  # e.g. an op without a CPU kernel for this dtype
                     t_ours = median_time(ours, args.reps)
                     torch_ms, speedup = f"{'n/a':>9}", f"{'n/a':>8}"

@@ -7,11 +7,11 @@ import ctypes
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 import hugepages
+from paired_rounds import paired_rounds
 
 build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 n, c = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (4096, 32000)
@@ -63,14 +63,10 @@ def theirs():
     return torch.nn.functional.nll_loss(lp_torch, t)
 
 
-ours_ms, torch_ms, ratios = [], [], []
-for _ in range(repeats):
-    t0 = time.perf_counter(); ours(); t1 = time.perf_counter(); r = theirs(); t2 = time.perf_counter()
-    ours_ms.append((t1 - t0) * 1e3)
-    torch_ms.append((t2 - t1) * 1e3)
-    ratios.append((t2 - t1) / (t1 - t0))
+ours_s, torch_s, ratios = paired_rounds(ours, theirs, repeats, warm_up=False)
+r = torch.nn.functional.nll_loss(lp_torch, t)
 assert abs(loss.item() - r.item()) < 1e-4 * abs(r.item()), (loss.item(), r.item())
 print("N=%d C=%d fp32, %d torch threads, medians of %d rounds: openaclnn %.1f ms, torch log_softmax+nll_loss %.1f ms; "
       "%.2fx faster (median of the rounds' ratios, range %.2f-%.2f)"
-      % (n, c, torch.get_num_threads(), repeats, statistics.median(ours_ms), statistics.median(torch_ms),
+      % (n, c, torch.get_num_threads(), repeats, statistics.median(ours_s) * 1e3, statistics.median(torch_s) * 1e3,
          statistics.median(ratios), min(ratios), max(ratios)))

@@ -1358,9 +1358,9 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const bool grouped = kType == ACL_FLOAT && w != nullptr && count >= 2 * hn::Lanes(DF());
     const int64_t stride_bytes = args.out_row_stride * static_cast<int64_t>(sizeof(T));
     const int64_t period = 64 / std::gcd<int64_t, int64_t>((stride_bytes % 64 + 64) % 64, 64);
+    const bool aligned_blocks = grouped && stream_groups && period > 1;
     for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
-        if (grouped && stream_groups && period > 1 && i + 4 * period <= tile.row_end &&
-            RowWeighted(args.rows[i], weights)) {
+        if (aligned_blocks && i + 4 * period <= tile.row_end && RowWeighted(args.rows[i], weights)) {
             for (int64_t k = 0; k < period; ++k) {
                 int64_t members[4];
                 size_t weighted = 0;

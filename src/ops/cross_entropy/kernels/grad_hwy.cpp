@@ -47,15 +47,14 @@ uint64_t ElementBytes(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
 
 }  // namespace
 
-bool UseStreamingStores(const GradKernelArgs &args) {
-    const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
-    return static_cast<uint64_t>(args.n) * row_bytes >= g_streaming_output_bytes.load(std::memory_order_relaxed) &&
-           row_bytes >= g_streaming_row_bytes.load(std::memory_order_relaxed);
-}
-
 bool UseStreamingStoresForRowGroups(const GradKernelArgs &args) {
     const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
     return static_cast<uint64_t>(args.n) * row_bytes >= g_streaming_output_bytes.load(std::memory_order_relaxed);
+}
+
+bool UseStreamingStores(const GradKernelArgs &args) {
+    const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
+    return UseStreamingStoresForRowGroups(args) && row_bytes >= g_streaming_row_bytes.load(std::memory_order_relaxed);
 }
 
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
