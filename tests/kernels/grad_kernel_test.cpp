@@ -1109,6 +1109,111 @@ TEST_P(GradKernelTest, InPlace) {
     }
 }
 
+// The same problem with rows `pad` elements apart beyond C (in and out), the input copied row by row.
+Problem WithPaddedRows(const Problem &p, int64_t pad) {
+    Problem q = p;
+    const size_t es = ElementSize(p.dtype);
+    q.in_stride = q.out_stride = p.c + pad;
+    q.in_offset = q.out_offset = 0;
+    q.in.assign((p.n * q.in_stride + 8) * es, 0);
+    q.out.assign((p.n * q.out_stride + 8) * es, 0);
+    for (int64_t i = 0; i < p.n; ++i) {
+        std::memcpy(q.in.data() + i * q.in_stride * es, p.in.data() + (p.in_offset + i * p.in_stride) * es, p.c * es);
+    }
+    return q;
+}
+
+// Rows of a few classes stored back to back run as flat runs of elements, vectors spanning rows (PackedRun), in
+// chunks of rows; a chunk whose rows need different paths goes row by row. Against rows one element apart (the row
+// path) bit for bit, and against the reference: C from 1 to 64 and 65 (past the packed limit), every variant, three
+// chunks and more of rows, with ignored rows (MakeProblem), a row the double path takes, a row whose target was out
+// of range (NaN), a row without a bias term among rows with one, fp16 rows with and without the small-bias flag,
+// 16-bit lanes the cancellation guard flags, extreme inputs; the whole tile, two tiles split inside a chunk, and in
+// place.
+TEST_P(GradKernelTest, PackedRowsGiveRowBits) {
+    const GradKernelInfo &kernel = *GetParam();
+    uint32_t seed = 5100;
+    for (aclDataType dtype : kDtypes) {
+        const size_t es = ElementSize(dtype);
+        for (int64_t c : {1, 2, 3, 7, 10, 16, 17, 33, 64, 65}) {
+            for (Variant v : {kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed}) {
+                const int64_t n = 3 * 1024 / c + 7;
+                Problem p = MakeProblem(dtype, n, c, v, ++seed);
+                const bool smoothed = v == kSmoothedWeighted || v == kSmoothed;
+                // fp16 rows guarded (no small-bias flag) where the weights below make lanes cancel; the flagged rows
+                // of kSmoothed skip the guard.
+                if (v == kSmoothedWeighted) {
+                    for (GradRowCoefficients &row : p.rows) row.flags = 0;
+                }
+                // The special rows: in the first chunk (and the rows after the last full one), which go row by row,
+                // so that the chunks between them are flat.
+                for (int64_t base : {int64_t{0}, n - 6}) {
+                    p.rows[base + 1].a = 0x1p-130;  // the double path (RowNeedsDouble)
+                    p.rows[base + 2] = GradRowCoefficients{NAN, NAN, 0.0, -1, kRowCompute, 0};
+                    if (smoothed) p.rows[base + 4].b = 0.0;  // no bias term among rows with one
+                    p.rows[base + 5].flags ^= kRowSmallBias;
+                }
+                if (dtype != ACL_FLOAT && v == kSmoothedWeighted) {
+                    // Lanes the guard flags: weights that make row r's terms cancel at column j (a few rows, each
+                    // its own columns).
+                    for (int64_t j = 0; j < c; ++j) {
+                        const int64_t r = 8 + (j % 5) * 131 % (n - 8);
+                        const double x = ToDouble(dtype, p.in.data() + p.in_offset * es, r * p.in_stride + j);
+                        const double w = std::exp(x) * p.rows[r].a / p.rows[r].b;
+                        if (p.rows[r].kind != kRowZero && std::isfinite(w) && w > 1e-3 && w < 1e3) {
+                            p.weight[j] = static_cast<float>(w);
+                        }
+                    }
+                }
+                const double extremes[] = {-200.0, -100.0, -INFINITY, NAN, 100.0};
+                for (int64_t k = 0; k < 10; ++k) {
+                    const int64_t index = (k * 7919 + 3) % (n * c);
+                    StoreFromDouble(dtype, p.in.data() + p.in_offset * es, index, extremes[k % 5]);
+                }
+                // An ignored row in a flat chunk whose inputs are not finite: still +0.
+                int64_t ignored = n / 2;
+                while (p.rows[ignored].kind != kRowZero) ++ignored;
+                for (int64_t j = 0; j < c; ++j) {
+                    StoreFromDouble(dtype, p.in.data() + p.in_offset * es, ignored * c + j, j % 2 ? NAN : INFINITY);
+                }
+                const std::string what = std::string(kernel.name) + " " + DtypeName(dtype) + " C=" + std::to_string(c) +
+                                         " variant=" + std::to_string(v);
+                const std::vector<uint8_t> ref = ReferenceOutput(p);
+                Problem rows = WithPaddedRows(p, 1);
+                Poison(rows.out);
+                GradKernelArgs args = rows.Args();
+                kernel.run(args, GradTile{0, n, 0, c});
+                ExpectMatches(rows, rows.out.data(), rows.out_stride, ref, what + " row by row");
+                const std::vector<uint8_t> input = p.in;
+                const auto expect_row_bits = [&](const uint8_t *got, const std::string &how) {
+                    int64_t mismatches = 0;
+                    for (int64_t i = 0; i < n; ++i) {
+                        for (int64_t j = 0; j < c; ++j) {
+                            const uint32_t want = Bits(dtype, rows.out.data(), i * rows.out_stride + j);
+                            const uint32_t bits = Bits(dtype, got, i * c + j);
+                            mismatches += bits != want && !(IsNanBits(dtype, bits) && IsNanBits(dtype, want));
+                        }
+                    }
+                    EXPECT_EQ(mismatches, 0) << what << " " << how;
+                };
+                for (int64_t split : {n, n / 2 + 1}) {
+                    Poison(p.out);
+                    args = p.Args();
+                    kernel.run(args, GradTile{0, split, 0, c});
+                    kernel.run(args, GradTile{split, n, 0, c});
+                    expect_row_bits(static_cast<const uint8_t *>(args.out),
+                                    "tiles split at row " + std::to_string(split));
+                }
+                p.in_place = true;
+                args = p.Args();
+                kernel.run(args, GradTile{0, n, 0, c});
+                expect_row_bits(static_cast<const uint8_t *>(args.out), "in place");
+                p.in = input;
+                p.in_place = false;
+            }
+        }
+    }
+}
 // Bitwise the same whatever the partition into tiles (the plan's threads) and whatever the ISA.
 TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
     for (aclDataType dtype : kDtypes) {

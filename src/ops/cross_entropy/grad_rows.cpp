@@ -24,10 +24,6 @@
 namespace openaclnn::cross_entropy {
 namespace {
 
-double LoadFloat(const Operand &operand, aclDataType dtype, int64_t index) {
-    return LoadFloatAt(operand.Element(index, operand.stride0), dtype);
-}
-
 // Sum and largest magnitude of the FLOAT weight vector.
 struct WeightSummary {
     double sum;      // W = sum_j w_j
@@ -86,47 +82,71 @@ WeightSummary SummarizeWeights(const Operand &weight, int64_t c, aclDataType dty
     return dtype == ACL_FLOAT16 ? SummarizeWeightsOf<true>(weight, c) : SummarizeWeightsOf<false>(weight, c);
 }
 
+// Reading one operand along dimension 0, its base and step hoisted out of the row loops (the rows written there may
+// alias nothing the compiler can prove, so it would reload the operand's fields every row).
+struct RowAccess {
+    const char *base = nullptr;
+    int64_t step = 0;  // bytes between consecutive elements
+
+    explicit RowAccess(const Operand &operand)
+        : base(operand.present ? operand.Element(0, operand.stride0) : nullptr),
+          step(operand.stride0 * operand.element_size) {}
+    const char *At(int64_t index) const { return base + index * step; }
+};
+
 }  // namespace
 
 void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows, TaskContext &context) {
     ClearUpperVectorState();  // whatever ran last on this thread: this pass is baseline code (vector_state.h)
-    const Operand &grad_loss = p.inputs[kGradLoss];
-    const Operand &target = p.inputs[kTarget];
     const Operand &weight = p.inputs[kWeight];
-    const Operand &grad_zloss = p.inputs[kGradZloss];
-    const Operand &lse = p.inputs[kLseForZloss];
+    const RowAccess targets(p.inputs[kTarget]);
+    const RowAccess weights_at(weight);
+    const RowAccess grad_losses(p.inputs[kGradLoss]);
+    const RowAccess grad_zlosses(p.inputs[kGradZloss]);
+    const RowAccess lses(p.inputs[kLseForZloss]);
+    const aclDataType target_dtype = p.target_dtype;
+    const aclDataType dtype = p.dtype;
+    const int64_t n = p.n;
+    const int64_t c = p.c;
+    const int64_t ignore_index = p.ignore_index;
     const bool per_row = p.reduction == Reduction::kNone;
     const bool zloss = p.zloss_scale != 0.0;
     const auto class_weight = [&](int64_t j) {
-        return weight.present ? LoadFloat(weight, ACL_FLOAT, j) : 1.0;
+        return weights_at.base != nullptr ? LoadFloatAt(weights_at.At(j), ACL_FLOAT) : 1.0;
     };
 
-    // Pass 1: classify rows, and the denominators in row order.
+    // Pass 1: classify rows, and the denominators in row order. (The first bad target is reported after the loop,
+    // so that no call inside it keeps the sums in memory.)
     double weight_total = 0.0;  // D
     int64_t unmasked = 0;       // K
     int64_t bad_rows = 0;
-    for (int64_t i = 0; i < p.n; ++i) {
-        const int64_t t = LoadIndexAt(target.Element(i, target.stride0), p.target_dtype);
+    int64_t first_bad_row = 0;
+    int64_t first_bad_target = 0;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = LoadIndexAt(targets.At(i), target_dtype);
         GradRowCoefficients &row = rows[i];
-        row = GradRowCoefficients{0.0, 0.0, 0.0, -1, kRowZero, 0};
-        if (t == p.ignore_index) continue;
-        if (t < 0 || t >= p.c) {
-            const double nan = std::numeric_limits<double>::quiet_NaN();
+        if (t == ignore_index) {
+            row = GradRowCoefficients{0.0, 0.0, 0.0, -1, kRowZero, 0};
+        } else if (t < 0 || t >= c) {
             row = GradRowCoefficients{nan, nan, 0.0, -1, kRowCompute, 0};
             if (bad_rows++ == 0) {
-                context.RecordError(
-                    ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
-                    Format("aclnnCrossEntropyLossGrad: target[%lld] is %lld, expected a class index in [0, %lld) or "
-                           "ignoreIndex (%lld); that row of out is NaN",
-                           static_cast<long long>(i), static_cast<long long>(t), static_cast<long long>(p.c),
-                           static_cast<long long>(p.ignore_index)));
+                first_bad_row = i;
+                first_bad_target = t;
             }
-            continue;
+        } else {
+            row = GradRowCoefficients{0.0, 0.0, 0.0, t, kRowCompute, 0};
+            weight_total += class_weight(t);
+            ++unmasked;
         }
-        row.col = t;
-        row.kind = kRowCompute;
-        weight_total += class_weight(t);
-        ++unmasked;
+    }
+    if (bad_rows != 0) {
+        context.RecordError(
+            ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+            Format("aclnnCrossEntropyLossGrad: target[%lld] is %lld, expected a class index in [0, %lld) or "
+                   "ignoreIndex (%lld); that row of out is NaN",
+                   static_cast<long long>(first_bad_row), static_cast<long long>(first_bad_target),
+                   static_cast<long long>(c), static_cast<long long>(ignore_index)));
     }
 
     const bool mean = p.reduction == Reduction::kMean;
@@ -152,24 +172,25 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
     };
     const auto terms_of = [&](int64_t k) {
         GradTerms t;
-        const double g = LoadFloat(grad_loss, p.dtype, k);
+        const double g = LoadFloatAt(grad_losses.At(k), dtype);
         t.nll_factor = g * (1.0 - smoothing);
         t.smooth = ce_vanishes ? 0.0 : g * smoothing / static_cast<double>(p.c) * nll_scale;
         t.smooth_sum = t.smooth * weights.sum;
         t.flags = GradRowFlags(t.smooth, weights.max_abs);
-        if (zloss) t.g_plus_gz = g + (grad_zloss.present ? LoadFloat(grad_zloss, p.dtype, k) : 0.0);
+        if (zloss) t.g_plus_gz = g + (grad_zlosses.base != nullptr ? LoadFloatAt(grad_zlosses.At(k), dtype) : 0.0);
         return t;
     };
     const GradTerms shared = per_row ? GradTerms{} : terms_of(0);
 
     // Pass 2: the coefficients of each unmasked, valid row.
-    for (int64_t i = 0; i < p.n; ++i) {
+    const double zloss_factor = 2.0 * p.zloss_scale;
+    for (int64_t i = 0; i < n; ++i) {
         GradRowCoefficients &row = rows[i];
         if (row.kind != kRowCompute || row.col < 0) continue;
         const GradTerms t = per_row ? terms_of(i) : shared;
         const double nll = ce_vanishes ? 0.0 : t.nll_factor * class_weight(row.col) * nll_scale;
         double lse_grad = 0.0;
-        if (zloss) lse_grad = 2.0 * p.zloss_scale * LoadFloat(lse, p.dtype, i) * t.g_plus_gz * zloss_scale;
+        if (zloss) lse_grad = zloss_factor * LoadFloatAt(lses.At(i), dtype) * t.g_plus_gz * zloss_scale;
         row.a = nll + t.smooth_sum + lse_grad;
         row.b = t.smooth;
         row.g = nll;
