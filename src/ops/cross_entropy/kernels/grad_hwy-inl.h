@@ -354,13 +354,13 @@ HWY_INLINE auto Cancelled(DF df, VF value, VF b, const float *w) {
     return CancelledW<kType, kBias>(df, value, b, b);
 }
 
-// Rounds and stores a vector of results whose lanes `cancelled` are recomputed in double from x (the input,
-// widened exactly) with the row's double coefficients.
-template <aclDataType kType, BiasKind kBias>
-HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, const GradRowCoefficients &row,
-                               const float *w, typename Storage<kType>::T *out) {
+// Rounds and stores the first `count` lanes of a vector of results, whose lanes `cancelled` are recomputed in double
+// from x (the input, widened exactly) with the double coefficients of their row, row_of(lane); w: the vector's
+// weights (kWeightBias only).
+template <aclDataType kType, BiasKind kBias, class RowOf>
+HWY_INLINE void StorePatchedLanes(DF df, VF x, VF value, hn::Mask<DF> cancelled, size_t count, const RowOf &row_of,
+                                  const float *w, typename Storage<kType>::T *out) {
     using T = typename Storage<kType>::T;
-    const size_t count = hn::Lanes(df);
     constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
     alignas(HWY_MAX_BYTES) float x_buf[kMax];
     alignas(HWY_MAX_BYTES) float flag_buf[kMax];
@@ -368,13 +368,23 @@ HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, co
     hn::Store(x, df, x_buf);
     hn::Store(hn::IfThenElseZero(cancelled, hn::Set(df, 1.0f)), df, flag_buf);
     Storage<kType>::Store(df, value, out_buf);
-    for (size_t lane = 0; lane < count; ++lane) {
+    const size_t used = HWY_MIN(count, hn::Lanes(df));  // count, never more than the lanes
+    for (size_t lane = 0; lane < used; ++lane) {
         if (flag_buf[lane] != 0.0f) {
+            const GradRowCoefficients &row = row_of(lane);
             const double weight = kBias == kWeightBias ? static_cast<double>(w[lane]) : 1.0;
             StoreExactElement(kType, x_buf[lane], &out_buf[lane], row.a, row.b, weight);
         }
     }
-    std::memcpy(out, out_buf, count * sizeof(T));
+    std::memcpy(out, out_buf, used * sizeof(T));
+}
+
+// The same for a whole vector of one row.
+template <aclDataType kType, BiasKind kBias>
+HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, const GradRowCoefficients &row,
+                               const float *w, typename Storage<kType>::T *out) {
+    const auto row_of = [&](size_t) -> const GradRowCoefficients & { return row; };
+    StorePatchedLanes<kType, kBias>(df, x, value, cancelled, hn::Lanes(df), row_of, w, out);
 }
 
 // Computes and stores one vector (count = lanes, or fewer into a buffer by the caller).
@@ -1283,8 +1293,8 @@ HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_
 // partial vector through stack buffers, about 21 ns (16384 x 10 fp32, 2 threads: 9x the copy's time). Every element
 // gets the row path's bits: the same operations (ScaledExp's general path, which the fast path equals) on the same
 // values, whichever lanes of a vector belong to which row. Measured against rows one by one (fp32 plain, 2^20
-// elements, 2 threads, AVX-512): C = 4 0.5-0.75x the time, 8 0.72x, 16 0.78x, 24 0.66-0.78x, 32 0.94x, 48 0.88x,
-// 63 0.6-0.8x, but 64 (four whole vectors per row) 1.21x: up to 63 classes.
+// elements, 2 threads, AVX-512): C = 4 0.49-0.74x the time, 8 0.70-0.75x, 16 0.77-0.81x, 32 0.93-0.96x, 48
+// 0.87-0.89x, 63 0.61-0.83x, but 64 (four whole vectors per row) 1.20-1.23x: up to 63 classes.
 constexpr size_t kPackedMaxColumns = 63;
 // Elements per chunk: the coefficient copies and the weights repeated per row take 4 KiB each (fp32) on the stack.
 constexpr size_t kPackedChunk = 1024;
@@ -1297,29 +1307,14 @@ struct PackedCoefficients {
     alignas(HWY_MAX_BYTES) float b[kPackedChunk + kPackedLanesMax];
 };
 
-// The lanes of one vector, elements e0 .. e0 + count of the chunk, whose `cancelled` lanes are recomputed in double
-// (as StorePatched does, with each lane's own row); w: the vector's weights (kWeightBias only).
+// The same for the lanes of one vector of a chunk of rows, its elements e0 .. e0 + count (rows[0] the chunk's first
+// row): each lane with its own row.
 template <aclDataType kType, BiasKind kBias>
 HWY_NOINLINE void StorePatchedPacked(DF df, VF x, VF value, hn::Mask<DF> cancelled, size_t e0, size_t count,
                                      const GradRowCoefficients *rows, size_t c, const float *w,
                                      typename Storage<kType>::T *out) {
-    using T = typename Storage<kType>::T;
-    alignas(HWY_MAX_BYTES) float x_buf[kPackedLanesMax];
-    alignas(HWY_MAX_BYTES) float flag_buf[kPackedLanesMax];
-    alignas(HWY_MAX_BYTES) T out_buf[kPackedLanesMax];
-    hn::Store(x, df, x_buf);
-    hn::Store(hn::IfThenElseZero(cancelled, hn::Set(df, 1.0f)), df, flag_buf);
-    Storage<kType>::Store(df, value, out_buf);
-    const size_t used = HWY_MIN(count, hn::Lanes(df));  // count, never more than the lanes
-    for (size_t lane = 0; lane < used; ++lane) {
-        if (flag_buf[lane] != 0.0f) {
-            const size_t e = e0 + lane;
-            const GradRowCoefficients &row = rows[e / c];
-            const double weight = kBias == kWeightBias ? static_cast<double>(w[lane]) : 1.0;
-            StoreExactElement(kType, x_buf[lane], &out_buf[lane], row.a, row.b, weight);
-        }
-    }
-    std::memcpy(out, out_buf, used * sizeof(T));
+    const auto row_of = [&](size_t lane) -> const GradRowCoefficients & { return rows[(e0 + lane) / c]; };
+    StorePatchedLanes<kType, kBias>(df, x, value, cancelled, count, row_of, w, out);
 }
 
 // One vector of a chunk (count lanes, fewer only at the chunk's end, through stack buffers as in RowPartial).
