@@ -457,6 +457,59 @@ TEST_P(GradKernelTest, StreamingGroupsOfRowsAlignedAlike) {
     }
 }
 
+// Long fp32 rows stored back to back, with a streamed output and no weighted bias term, run as one sequence of
+// aligned vectors over the tile (FlatStreamedRows): the vector across each row boundary takes each lane's
+// coefficients from its own row. Against regular stores (the row path) bit for bit, and the reference: rows ending on
+// a vector boundary (C = 64, 1024) or not (100, 1000, 1031); every variant (smoothed+weighted keeps the row path);
+// ignored first and last rows, a NaN row, a row without a bias term among rows with one; output offsets that move
+// the peel; in place; tiles of whole rows split at a row; a row for the double path (the tile keeps the row path).
+TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
+    const GradKernelInfo &kernel = *GetParam();
+    StreamingThresholdsRestore restore;
+    uint32_t seed = 5300;
+    for (int64_t c : {64, 100, 1000, 1024, 1031}) {
+        for (Variant v : {kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed}) {
+            for (int64_t offset : {0, 1, 3, 6}) {
+                for (bool double_row : {false, true}) {
+                    const int64_t n = 9;
+                    Problem p = MakeProblem(ACL_FLOAT, n, c, v, ++seed, 0, offset);
+                    p.rows[0] = p.rows[n - 1] = GradRowCoefficients{0, 0, 0, -1, kRowZero, 0};
+                    p.rows[2] = GradRowCoefficients{NAN, NAN, 0.0, -1, kRowCompute, 0};
+                    p.rows[5].b = 0.0;
+                    if (double_row) p.rows[6].a = 0x1p-130;
+                    const double extremes[] = {-200.0, -100.0, -INFINITY, NAN, 100.0};
+                    for (int64_t k = 0; k < 10; ++k) {
+                        StoreFromDouble(ACL_FLOAT, p.in.data() + p.in_offset * 4, (k * 7919 + 3) % (n * c),
+                                        extremes[k % 5]);
+                    }
+                    for (int64_t j = 0; j < c; ++j) {  // the ignored first row's inputs: still +0
+                        StoreFromDouble(ACL_FLOAT, p.in.data() + p.in_offset * 4, j, j % 2 ? NAN : INFINITY);
+                    }
+                    const std::string what = std::string(kernel.name) + " C=" + std::to_string(c) +
+                                             " variant=" + std::to_string(v) + " offset=" + std::to_string(offset) +
+                                             (double_row ? " with a double row" : "");
+                    const std::vector<uint8_t> ref = ReferenceOutput(p);
+                    const std::vector<uint8_t> input = p.in;
+                    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
+                    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
+                    EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
+                    ExpectMatches(p, streamed.data(), c, ref, what);
+                    p.in_place = true;
+                    const std::vector<uint8_t> in_place = RunWithStreaming(kernel, p, input, {0, 0});
+                    EXPECT_EQ(0, std::memcmp(regular.data(), in_place.data(), regular.size())) << what << " in place";
+                    p.in_place = false;
+                    p.in = input;
+                    Poison(p.out);
+                    GradKernelArgs args = p.Args();
+                    kernel.run(args, GradTile{0, 4, 0, c});
+                    kernel.run(args, GradTile{4, n, 0, c});
+                    EXPECT_EQ(0, std::memcmp(regular.data(), static_cast<const uint8_t *>(args.out), regular.size()))
+                        << what << " split at row 4";
+                }
+            }
+        }
+    }
+}
 // Which calls stream: single rows from both thresholds on, the fp32 groups of weighted rows from the output's alone.
 TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     StreamingThresholdsRestore restore;

@@ -1479,6 +1479,133 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
         }
     }
 }
+// ---- long packed fp32 rows, streamed as one run --------------------------------------------------------------
+
+// fp32 rows stored back to back whose output streams, and whose rows have no weighted bias term (plain, weights
+// without smoothing, z-loss, smoothing without weights), run as one sequence of aligned vectors over the whole tile
+// (FlatStreamedRows) instead of row by row: a row's interior goes through the row loop, and the vector where one row
+// ends and the next begins takes each lane's coefficients from its own row (FlatBoundaryVector). Row by row, every
+// row whose length is not a whole number of vectors began and ended with partial vectors through stack buffers, and
+// the output lines at row boundaries were written partly by regular, partly by streaming stores. In fp32 every such
+// row gives the same bits with the constant bias term b (b == +0 gives exp(x) a itself), so one bias kind serves the
+// tile; rows for the double path, or with weights and a bias term (done in groups instead), keep the row path.
+
+// count <= lanes elements at in/out, the first k of them in row0 and the others in row1 (the general path of the exp,
+// each lane with its row's a and b; lanes of rows of kind kRowZero +0). Whole aligned vectors stream where `stream`.
+template <BiasKind kBias>
+HWY_NOINLINE void FlatBoundaryVector(const float *in, float *out, size_t count, size_t k,
+                                     const GradRowCoefficients &row0, const GradRowCoefficients &row1, bool stream) {
+    const DF df;
+    const size_t lanes = hn::Lanes(df);
+    const auto first = hn::FirstN(df, k);
+    const VF a =
+        hn::IfThenElse(first, hn::Set(df, static_cast<float>(row0.a)), hn::Set(df, static_cast<float>(row1.a)));
+    const VF b =
+        hn::IfThenElse(first, hn::Set(df, static_cast<float>(row0.b)), hn::Set(df, static_cast<float>(row1.b)));
+    alignas(HWY_MAX_BYTES) float in_buf[kPackedLanesMax] = {};
+    alignas(HWY_MAX_BYTES) float out_buf[kPackedLanesMax];
+    const bool whole = count == lanes;
+    if (!whole) CopyInPartial(df, in, in_buf, count);
+    const VF x = hn::LoadU(df, whole ? in : in_buf);
+    VF value = RowValue<ACL_FLOAT, kBias, false>(df, x, x, a, b, nullptr);
+    const auto none = hn::FirstN(df, 0);
+    const auto zero0 = row0.kind == kRowZero ? first : none;
+    const auto zero1 = row1.kind == kRowZero ? hn::Not(first) : none;
+    value = hn::IfThenZeroElse(hn::Or(zero0, zero1), value);
+    if (whole && stream) {
+        hn::Stream(value, df, out);
+    } else if (whole) {
+        hn::StoreU(value, df, out);
+    } else {
+        hn::Store(value, df, out_buf);
+        CopyOutPartial(df, out_buf, out, count);
+    }
+}
+
+// Streams +0 to out[j, end) in whole vectors (out + j aligned); returns end rounded down to whole vectors.
+HWY_INLINE size_t StreamZeros(float *out, size_t j, size_t end) {
+    const DF df;
+    const size_t lanes = hn::Lanes(df);
+    for (; j + lanes <= end; j += lanes) hn::Stream(hn::Zero(df), df, out + j);
+    return j;
+}
+
+// Whether a tile of whole rows may run as FlatStreamedRows, and with which bias kind (kNoBias where no row has a bias
+// term, else kConstBias, which needs the tile to be without weights).
+struct FlatPlan {
+    bool usable = false;
+    BiasKind bias = kNoBias;
+};
+
+HWY_INLINE FlatPlan PlanFlatRows(const GradKernelArgs &args, const GradTile &tile, const WeightTraits &weights) {
+    FlatPlan plan{true, kNoBias};
+    for (int64_t i = tile.row_begin; i < tile.row_end && plan.usable; ++i) {
+        const GradRowCoefficients &row = args.rows[i];
+        if (row.kind == kRowZero) continue;
+        plan.usable = !RowNeedsDouble(row);
+        if (RowWithoutBias(row, weights)) continue;
+        plan.bias = kConstBias;
+        plan.usable = plan.usable && args.weight == nullptr;
+    }
+    return plan;
+}
+
+// The tile's rows as one run (see above); read_target/store_target as in GradTileContiguous. Each row's target input
+// is read before anything of the row is written (out may be logProb), its target element stored once the row is done.
+template <BiasKind kBias, class ReadTarget, class StoreTarget>
+HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &tile, const ReadTarget &read_target,
+                                   const StoreTarget &store_target) {
+    const DF df;
+    const size_t lanes = hn::Lanes(df);
+    const size_t c = static_cast<size_t>(args.c);
+    const float *in = static_cast<const float *>(args.log_prob) + tile.row_begin * args.c;
+    float *out = static_cast<float *>(args.out) + tile.row_begin * args.c;
+    const size_t end = static_cast<size_t>(tile.row_end - tile.row_begin) * c;
+    const GradRowCoefficients *rows = args.rows + tile.row_begin;
+    const PairWeights no_pairs{nullptr, nullptr, 0, 0.0f};
+    const GradRowCoefficients none{0.0, 0.0, 0.0, -1, kRowZero, 0};
+    auto target = read_target(tile.row_begin);
+    // The elements before the first aligned vector (StreamPeel: fewer than a vector, all in the first row, C being at
+    // least two vectors).
+    size_t e = HWY_MIN(StreamPeel(out), end);
+    if (e > 0) FlatBoundaryVector<kBias>(in, out, e, e, rows[0], none, false);
+    size_t r = 0;  // the row of element e
+    while (e < end) {
+        const size_t row_start = r * c;
+        const size_t row_end = row_start + c;
+        const GradRowCoefficients &row = rows[r];
+        // The row's whole vectors (from e, aligned, to the last one that ends within the row).
+        size_t j = e - row_start;
+        if (row.kind == kRowZero) {
+            j = StreamZeros(out + row_start, j, c);
+        } else if (j + lanes <= c) {
+            const float a = static_cast<float>(row.a);
+            const float b = static_cast<float>(row.b);
+            const FastWindow window = RowFastWindow(a, b, true);
+            RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(df, in + row_start, out + row_start, j, c,
+                                                                        hn::Set(df, a), hn::Set(df, b), nullptr,
+                                                                        no_pairs, row, window, &j);
+        }
+        e = row_start + j;
+        // The vector that ends this row and begins the next (or the tile's last, partial vector).
+        if (e < row_end) {
+            const bool last = r + 1 == static_cast<size_t>(tile.row_end - tile.row_begin);
+            const auto next_target = last ? target : read_target(tile.row_begin + static_cast<int64_t>(r) + 1);
+            const size_t count = HWY_MIN(lanes, end - e);
+            FlatBoundaryVector<kBias>(in + e, out + e, count, row_end - e, row, last ? none : rows[r + 1], kCanStream);
+            e += count;
+            if (row.kind != kRowZero) store_target(tile.row_begin + static_cast<int64_t>(r), target);
+            target = next_target;
+        } else {
+            if (row.kind != kRowZero) store_target(tile.row_begin + static_cast<int64_t>(r), target);
+            if (r + 1 < static_cast<size_t>(tile.row_end - tile.row_begin)) {
+                target = read_target(tile.row_begin + static_cast<int64_t>(r) + 1);
+            }
+        }
+        ++r;
+    }
+}
+
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
 template <aclDataType kType, bool kNative>
 HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
@@ -1534,6 +1661,22 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         args.out_row_stride == args.c) {
         GradRowsPacked<kType>(args, tile, weights, read_target, store_target, single_row);
         return;  // (no streaming stores: rows this short never stream one by one)
+    }
+    if constexpr (kType == ACL_FLOAT && kCanStream) {
+        if (stream_groups && count == static_cast<size_t>(args.c) && count >= 2 * hn::Lanes(DF()) &&
+            args.log_prob_row_stride == args.c && args.out_row_stride == args.c &&
+            StreamPeel(out_row(tile.row_begin)) != kNotElementAligned) {
+            const FlatPlan flat = PlanFlatRows(args, tile, weights);
+            if (flat.usable) {
+                if (flat.bias == kNoBias) {
+                    FlatStreamedRows<kNoBias>(args, tile, read_target, store_target);
+                } else {
+                    FlatStreamedRows<kConstBias>(args, tile, read_target, store_target);
+                }
+                hwy::FlushStream();
+                return;
+            }
+        }
     }
     // fp32 rows with weights done together (RunWeightedRows): group (2 or 4) rows, members[0] to members[group - 1].
     const auto weighted_rows = [&](const int64_t *members, size_t group) {
