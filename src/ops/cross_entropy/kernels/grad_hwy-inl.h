@@ -1476,6 +1476,7 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
         }
     }
 }
+
 // ---- long packed fp32 rows, streamed as one run --------------------------------------------------------------
 
 // fp32 rows stored back to back whose output streams, and whose rows have no weighted bias term (plain, weights
@@ -1560,11 +1561,11 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
     const size_t c = static_cast<size_t>(args.c);
     const float *in = static_cast<const float *>(args.log_prob) + tile.row_begin * args.c;
     float *out = static_cast<float *>(args.out) + tile.row_begin * args.c;
-    const size_t end = static_cast<size_t>(tile.row_end - tile.row_begin) * c;
+    const size_t tile_rows = static_cast<size_t>(tile.row_end - tile.row_begin);
+    const size_t end = tile_rows * c;
     const GradRowCoefficients *rows = args.rows + tile.row_begin;
     const PairWeights no_pairs{nullptr, nullptr, 0, 0.0f};
     const GradRowCoefficients none{0.0, 0.0, 0.0, -1, kRowZero, 0};
-    const size_t tile_rows = static_cast<size_t>(tile.row_end - tile.row_begin);
     auto target = target_before(tile.row_begin);
     // The elements before the first aligned vector (StreamPeel: fewer than a vector, all in the first row, C being at
     // least two vectors).
