@@ -84,14 +84,18 @@ WeightSummary SummarizeWeights(const Operand &weight, int64_t c, aclDataType dty
 
 // Reading one operand along dimension 0, its base and step hoisted out of the row loops (the rows written there may
 // alias nothing the compiler can prove, so it would reload the operand's fields every row).
+// The byte offset is formed as Operand::Element forms it, (index * stride) * size, for the elements read only: a
+// dimension of one element may have any stride, and stride * size alone could overflow (found by fuzz_grad).
 struct RowAccess {
     const char *base = nullptr;
-    int64_t step = 0;  // bytes between consecutive elements
+    int64_t stride = 0;  // elements between consecutive rows' elements
+    int64_t size = 0;    // bytes per element
 
     explicit RowAccess(const Operand &operand)
         : base(operand.present ? operand.Element(0, operand.stride0) : nullptr),
-          step(operand.stride0 * operand.element_size) {}
-    const char *At(int64_t index) const { return base + index * step; }
+          stride(operand.stride0),
+          size(operand.element_size) {}
+    const char *At(int64_t index) const { return base + index * stride * size; }
 };
 
 }  // namespace
