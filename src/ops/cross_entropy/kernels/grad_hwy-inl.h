@@ -1467,11 +1467,10 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
             PackedRunOfKind<kType>(in + r0 * c, chunk_out, rows * c, coef, w_run, chunk, c, kind);
         }
         for (size_t r = 0; r < rows; ++r) {
-            if (chunk[r].kind == kRowZero) ZeroSegment(chunk_out + r * c, c);
-        }
-        if (computed) {
-            for (size_t r = 0; r < rows; ++r) {
-                if (chunk[r].kind != kRowZero) target_after(first + static_cast<int64_t>(r), targets[r]);
+            if (chunk[r].kind == kRowZero) {
+                ZeroSegment(chunk_out + r * c, c);
+            } else {
+                target_after(first + static_cast<int64_t>(r), targets[r]);
             }
         }
     }
@@ -1589,19 +1588,17 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
                                                                         no_pairs, row, window, &j);
         }
         e = row_start + j;
+        // The next row's target input, before anything of that row is written.
+        const bool last = r + 1 == tile_rows;
+        const auto next_target = last ? target : target_before(tile.row_begin + static_cast<int64_t>(r) + 1);
         // The vector that ends this row and begins the next (or the tile's last, partial vector).
         if (e < row_end) {
-            const bool last = r + 1 == tile_rows;
-            const auto next_target = last ? target : target_before(tile.row_begin + static_cast<int64_t>(r) + 1);
             const size_t count = HWY_MIN(lanes, end - e);
             FlatBoundaryVector<kBias>(in + e, out + e, count, row_end - e, row, last ? none : rows[r + 1], kCanStream);
             e += count;
-            if (row.kind != kRowZero) target_after(tile.row_begin + static_cast<int64_t>(r), target);
-            target = next_target;
-        } else {
-            if (row.kind != kRowZero) target_after(tile.row_begin + static_cast<int64_t>(r), target);
-            if (r + 1 < tile_rows) target = target_before(tile.row_begin + static_cast<int64_t>(r) + 1);
         }
+        if (row.kind != kRowZero) target_after(tile.row_begin + static_cast<int64_t>(r), target);
+        target = next_target;
         ++r;
     }
 }
