@@ -1092,6 +1092,60 @@ TEST_P(GradKernelTest, GuardScreenGivesTheGuardsBits) {
     EXPECT_EQ(0, std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size())) << kernel.name;
 }
 
+// Rows with a constant bias term (label smoothing without weights) whose exp(x) a and b cancel to within 2^-15 or less
+// at an input x0 that both 16-bit types represent: the guard (one bound for the whole row) must flag those lanes and
+// redo them in double, in the blocks of four vectors as on the pair and one-vector paths. A third of the inputs are
+// x0, a third its neighbours, the rest spread over [-6, 0]. fp16 rows are not flagged kRowSmallBias (|b| is 2^-6 to
+// 2^-5), so they are guarded too.
+TEST_P(GradKernelTest, ConstantBiasGuardNearCancellation) {
+    const GradKernelInfo &kernel = *GetParam();
+    std::mt19937 rng(1618);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const int64_t n = 6, c = 2053;
+    for (const aclDataType dtype : {ACL_BF16, ACL_FLOAT16}) {
+        Problem p = DenseProblem(dtype, n, c);
+        int64_t guarded = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double x0 = -2.0 - static_cast<double>(rng() % 64) / 64.0;  // a bf16 and an fp16 value
+            const double b = (i % 2 ? -1.0 : 1.0) * 0x1p-6 * (1.0 + unit(rng));
+            const double cancel = std::ldexp(rng() % 2 ? 1.0 : -1.0, -15 - static_cast<int>(rng() % 4));
+            const double a = b * std::exp(-x0) * (1.0 + cancel);
+            p.rows.push_back({a, b, 0.0, -1, kRowCompute, 0});
+            for (int64_t j = 0; j < c; ++j) {
+                const double x = j % 3 == 0 ? x0 : j % 3 == 1 ? x0 + (rng() % 2 ? 1.0 : -1.0) / 64.0 : -6.0 * unit(rng);
+                StoreFromDouble(dtype, p.in.data(), i * c + j, x);
+                const double gap = std::fabs(std::exp(ToDouble(dtype, p.in.data(), i * c + j)) * a - b);
+                guarded += gap < std::ldexp(std::fabs(b), dtype == ACL_BF16 ? -13 : -10);
+            }
+        }
+        const std::string what = std::string(kernel.name) + (dtype == ACL_BF16 ? " bf16" : " fp16");
+        EXPECT_GT(guarded, c) << what;
+        Poison(p.out);
+        GradKernelArgs args = p.Args();
+        kernel.run(args, GradTile{0, p.n, 0, p.c});
+        ExpectCorrectlyRounded(ExpectMatches(p, p.out.data(), p.c, ReferenceOutput(p), what), dtype, what);
+    }
+}
+
+// FastInputLimit's edge, for every exponent of a and both 16-bit types: the limit is a negative input whose k (formed
+// as the kernels form it, one fused multiply-add with 1.5 * 2^23) is at least -124 - e, and the next input of greater
+// magnitude has a k below that (so the limit is the greatest such input, and every input between it and -0 has a k
+// in between, k growing with x).
+TEST(GradKernelWindow, FastInputLimitIsTheWindowsEdge) {
+    const auto k_of = [](float x) { return std::fmaf(x, 1.44269504088896341f, 12582912.0f) - 12582912.0f; };
+    for (const aclDataType dtype : {ACL_BF16, ACL_FLOAT16}) {
+        const auto value = [&](uint16_t bits) { return dtype == ACL_BF16 ? Bf16ToFloat(bits) : HalfToFloat(bits); };
+        for (int e = -124; e <= 125; ++e) {
+            const auto bits = static_cast<uint16_t>(FastInputLimit(dtype, e));
+            const std::string what = std::string(dtype == ACL_BF16 ? "bf16" : "fp16") + " e " + std::to_string(e);
+            ASSERT_NE(0, bits & 0x8000) << what;
+            EXPECT_GE(k_of(value(bits)), -124 - e) << what;
+            EXPECT_LT(k_of(value(static_cast<uint16_t>(bits + 1))), -124 - e) << what;
+            EXPECT_GE(k_of(-0.0f), -124 - e) << what;
+        }
+    }
+}
+
 // The prologue flags an fp16 row kRowSmallBias exactly when |b| max_j |w_j| <= kSmallBiasLimit, with the maximum over
 // all C weights (here the largest sits in the tail after the prologue's blocks of sixteen), and never where a weight
 // is infinite or NaN. Each case scales gradLoss so that |b| max|w| is just below or just above the limit. The flag is

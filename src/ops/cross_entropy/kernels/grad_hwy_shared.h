@@ -24,6 +24,72 @@ struct StreamingThresholds {
 // measurements.
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds);
 
+// The fast path's window on 16-bit inputs (FastWindow::input_limit, grad_hwy-inl.h), for a row whose a has the
+// exponent e in [-124, 125] and an input of dtype (fp16 or bf16): the storage bits, read as an int16_t, of the
+// negative input -X of greatest magnitude such that every x in [-X, -0] gets k = round(x * log2(e)) >= -124 - e, with
+// k formed as the kernels form it (the exact product of x and the float log2(e), rounded once). Every such x also has
+// k <= 0 <= 125 - e, so exp(x) * a stays a normal float: k is within the row's fast window. A table computed at
+// compile time: the kernels read it once per row.
+struct FastInputLimits {
+    static constexpr int kLowest = -124, kHighest = 125;
+    int16_t bf16[kHighest - kLowest + 1];
+    int16_t fp16[kHighest - kLowest + 1];
+};
+
+namespace detail {
+
+// 2^n, exact.
+constexpr double Pow2(int n) {
+    double v = 1.0;
+    for (; n > 0; --n) v *= 2.0;
+    for (; n < 0; ++n) v *= 0.5;
+    return v;
+}
+
+// The value of a 16-bit float's magnitude bits (below infinity): `mantissa_bits` fraction bits, exponent bias `bias`.
+constexpr double MagnitudeValue(uint16_t bits, int mantissa_bits, int bias) {
+    const int exponent = bits >> mantissa_bits;
+    const int fraction = bits & ((1 << mantissa_bits) - 1);
+    if (exponent == 0) return fraction * Pow2(1 - bias - mantissa_bits);  // subnormal
+    return ((1 << mantissa_bits) + fraction) * Pow2(exponent - bias - mantissa_bits);
+}
+
+// The greatest magnitude below `infinity` whose negative x has x * log2e > bottom - 0.5 (then its rounding is >=
+// bottom; the product of a 16-bit value and a float is exact in double), as the bits of -x read as int16_t.
+// Magnitudes grow with their bits: bisection.
+constexpr int16_t GreatestInWindow(int bottom, uint16_t infinity, int mantissa_bits, int bias) {
+    const double log2e = static_cast<double>(1.44269504088896341f);  // as ExpShifted rounds it to float
+    int low = 0, high = infinity;                                    // low qualifies (-0 does), high does not
+    while (high - low > 1) {
+        const int mid = (low + high) / 2;
+        if (-MagnitudeValue(static_cast<uint16_t>(mid), mantissa_bits, bias) * log2e > bottom - 0.5) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    return static_cast<int16_t>(low - 0x8000);  // the bits 0x8000 | low as int16_t
+}
+
+constexpr FastInputLimits MakeFastInputLimits() {
+    FastInputLimits limits{};
+    for (int e = FastInputLimits::kLowest; e <= FastInputLimits::kHighest; ++e) {
+        limits.bf16[e - FastInputLimits::kLowest] = GreatestInWindow(-124 - e, 0x7f80, 7, 127);
+        limits.fp16[e - FastInputLimits::kLowest] = GreatestInWindow(-124 - e, 0x7c00, 10, 15);
+    }
+    return limits;
+}
+
+}  // namespace detail
+
+inline constexpr FastInputLimits kFastInputLimits = detail::MakeFastInputLimits();
+
+// exponent in [FastInputLimits::kLowest, kHighest]; dtype ACL_BF16 or ACL_FLOAT16.
+inline int16_t FastInputLimit(aclDataType dtype, int exponent) {
+    const int index = exponent - FastInputLimits::kLowest;
+    return dtype == ACL_BF16 ? kFastInputLimits.bf16[index] : kFastInputLimits.fp16[index];
+}
+
 // The target column's element, computed exactly as the reference kernel computes every element (double, one
 // rounding): *out = round(exp(x) * a - b * weight - g). x points to one element of the storage type.
 void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight);
