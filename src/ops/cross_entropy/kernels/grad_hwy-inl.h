@@ -11,10 +11,11 @@
 //    identical across targets (NaN payloads aside) and, since no element depends on its neighbours, across any
 //    tiling or thread count.
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
-//    a multiply-add), a polynomial p(r) for exp(r) by Estrin's scheme (unfused for fp32, fused for fp16/bf16, see
-//    MulAddT) with p a = (p - 1) a + a in one multiply-add, and the scale 2^k applied in two exact halves after the
-//    multiplication by a, so that p * a is right even where exp(x) alone would underflow (x down to -172) or
-//    overflow (up to 176). The polynomial's degree depends on the output type (Storage::kExpDegree):
+//    a multiply-add), a polynomial p(r) for exp(r) times a (fp32: Estrin's scheme, unfused, with p a = (p - 1) a + a
+//    in one multiply-add; fp16/bf16: Horner's rule with the coefficients scaled by a, fused, see ScaledPoly), and the
+//    scale 2^k applied in two exact halves after the multiplication by a, so that p * a is right even where exp(x)
+//    alone would underflow (x down to -172) or overflow (up to 176). The polynomial's degree depends on the output type
+//    (Storage::kExpDegree):
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction.
@@ -114,7 +115,8 @@ HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
 }
 
 // Minimax coefficients for exp(r) = 1 + r + r^2 (c2 + c3 r + ...) on [-ln2/2, ln2/2], relative error, c0 = c1 = 1
-// exact (bench/exp_poly_error.py measures their errors on that range). ExpPolyMinusOne returns p(r) - 1 =
+// exact (bench/exp_poly_error.py measures their errors on that range). For fp32 (degree 6; the 16-bit degrees take
+// ScaledPoly below), ExpPolyMinusOne returns p(r) - 1 =
 // r + r^2 S(r), S = c2 + c3 r + ..., and the caller forms exp(r) a = (p - 1) a + a in one multiply-add: one rounding
 // fewer than rounding p first, and one operation fewer where fused. S is evaluated by Estrin's scheme (pairs of
 // terms combined by r^2), whose dependency chain is about half Horner's for the same number of operations or one
@@ -123,7 +125,7 @@ HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
 // (c23 + r^2 (c45 + r^2 c6) for degree 6), which needs no r^4: one multiplication fewer, and the unfused fp32 kernel
 // is bound by its multiplications on AVX-512 (AMD Zen 4 issues one 512-bit multiplication per cycle). Against the
 // sum c23 r^2 + c46 r^4: fp32 smoothed+weighted 0.96x the time (64 x 32000, one thread, in L3), the same errors (at
-// most 1 ulp, 9.2% of a dense sample of [-104, 89] misrounded either way). Fused for the 16-bit degrees (MulAddT).
+// most 1 ulp, 9.2% of a dense sample of [-104, 89] misrounded either way).
 template <int kDegree>
 HWY_INLINE VF ExpPolyMinusOne(DF df, VF r);
 
@@ -136,19 +138,62 @@ HWY_INLINE VF ExpPolyMinusOne<6>(DF df, VF r) {
     return MulAddT<false>(df, MulAddT<false>(df, c46, r2, c23), r2, r);
 }
 
+// The 16-bit degrees evaluate exp(r) a by Horner's rule with the coefficients scaled by a: with a_i = a c_i rounded
+// to float (a_0 = a_1 = a),
+//   exp(r) a = a + r (a + r (a_2 + r (a_3 + r (a_4 + r a_5))))      (degree 5; degree 4 from a_4 down)
+// one multiply-add per degree, against Estrin's r^2, the multiply-adds of p - 1 and the final (p - 1) a + a: one
+// operation fewer per vector, on the pipes of the multiplications, which bound the 16-bit kernels on AMD Zen 4 (one
+// 512-bit multiply-add or multiplication per cycle; 4096 x 32000 fp16 0.91-0.94x and bf16 smoothed+weighted 0.94x
+// the time, ab_libs 3 rounds). The a_i are a row's constants (ExpFactors, formed once per row by the block loop, per
+// vector elsewhere: the same rounded products either way). The errors of exp(r) a stay those of the Estrin form
+// (bench/exp_error.cpp, every fp16 and bf16 input with a normal result and 2048 values of a: degree 5 2^-22.290
+// against 2^-22.288, degree 4 2^-17.441 against 2^-17.442), which the cancellation guard's bounds use.
+template <int kDegree>
+struct ExpCoefficients;  // c_2, c_3, ..., c_kDegree (minimax, as ExpPolyMinusOne's)
 template <>
-HWY_INLINE VF ExpPolyMinusOne<5>(DF df, VF r) {
-    const VF r2 = hn::Mul(r, r);
-    const VF c23 = Fma(df, hn::Set(df, 0x1.5557bp-3f), r, hn::Set(df, 0x1.fffdfcp-2f));
-    const VF c45 = Fma(df, hn::Set(df, 0x1.106256p-7f), r, hn::Set(df, 0x1.572a68p-5f));
-    return Fma(df, Fma(df, c45, r2, c23), r2, r);
+struct ExpCoefficients<5> {
+    static constexpr float kC[4] = {0x1.fffdfcp-2f, 0x1.5557bp-3f, 0x1.572a68p-5f, 0x1.106256p-7f};
+};
+template <>
+struct ExpCoefficients<4> {
+    static constexpr float kC[3] = {0x1.0006b8p-1f, 0x1.571d2p-3f, 0x1.5224e4p-5f};
+};
+
+// a and a_2 .. a_5 (those of the degree; the others unused).
+struct ExpFactors {
+    VF a, a2, a3, a4, a5;
+};
+
+template <int kDegree>
+HWY_INLINE ExpFactors MakeExpFactors(DF df, VF a) {
+    ExpFactors f{a, a, a, a, a};
+    if constexpr (kDegree < 6) {
+        constexpr auto &c = ExpCoefficients<kDegree>::kC;
+        f.a2 = hn::Mul(a, hn::Set(df, c[0]));
+        f.a3 = hn::Mul(a, hn::Set(df, c[1]));
+        f.a4 = hn::Mul(a, hn::Set(df, c[2]));
+        if constexpr (kDegree == 5) f.a5 = hn::Mul(a, hn::Set(df, c[3]));
+    }
+    return f;
 }
 
-template <>
-HWY_INLINE VF ExpPolyMinusOne<4>(DF df, VF r) {
-    const VF r2 = hn::Mul(r, r);
-    const VF c23 = Fma(df, hn::Set(df, 0x1.571d2p-3f), r, hn::Set(df, 0x1.0006b8p-1f));
-    return Fma(df, Fma(df, hn::Set(df, 0x1.5224e4p-5f), r2, c23), r2, r);
+// The factors from a (formed here) or as given.
+template <int kDegree>
+HWY_INLINE ExpFactors AsExpFactors(DF df, VF a) {
+    return MakeExpFactors<kDegree>(df, a);
+}
+template <int kDegree>
+HWY_INLINE const ExpFactors &AsExpFactors(DF /*df*/, const ExpFactors &f) {
+    return f;
+}
+
+template <int kDegree>
+HWY_INLINE VF ScaledPoly(DF df, VF r, const ExpFactors &f) {
+    VF q = kDegree == 5 ? Fma(df, f.a5, r, f.a4) : f.a4;
+    q = Fma(df, q, r, f.a3);
+    q = Fma(df, q, r, f.a2);
+    q = Fma(df, q, r, f.a);
+    return Fma(df, q, r, f.a);
 }
 
 constexpr float kExpMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
@@ -168,8 +213,8 @@ HWY_INLINE VF ExpShifted(DF df, VF x) {
 // be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly the bits of the
 // general path; no clamp and no NaN check are needed.
 // Which path a vector takes therefore never changes a value.
-template <int kDegree, bool kFast>
-HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, VF a) {
+template <int kDegree, bool kFast, class A>
+HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const DI di;
     const VF magic = hn::Set(df, kExpMagic);
     const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
@@ -189,7 +234,13 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, VF a) {
         r = MulAddT<kFused>(df, kf, hn::Set(df, -0.693145751953125f), xc);
         r = MulAddT<kFused>(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     }
-    VF m = MulAddT<kFused>(df, ExpPolyMinusOne<kDegree>(df, r), a, a);
+    const auto &f = AsExpFactors<kDegree>(df, a);
+    VF m;
+    if constexpr (kDegree < 6) {
+        m = ScaledPoly<kDegree>(df, r, f);
+    } else {
+        m = MulAddT<kFused>(df, ExpPolyMinusOne<kDegree>(df, r), f.a, f.a);
+    }
     // Fast path: t's bits are those of magic plus k, and magic's bits (0x4b400000) shifted left by 23 are 0 modulo
     // 2^32, so ShiftLeft<23>(bits(t)) is k << 23 without first subtracting magic's bits.
     if constexpr (kFast) return hn::BitCast(df, hn::Add(hn::BitCast(di, m), hn::ShiftLeft<23>(hn::BitCast(di, t))));
@@ -297,8 +348,9 @@ template <aclDataType kType, BiasKind kBias>
 constexpr int kRowDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
 
 // exp(x) a, minus the bias term, with the exp of degree kDegree.
-template <aclDataType kType, BiasKind kBias, bool kFast, int kDegree = kRowDegree<kType, kBias>>
-HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
+// a: the row's a, or its ExpFactors.
+template <aclDataType kType, BiasKind kBias, bool kFast, int kDegree = kRowDegree<kType, kBias>, class A = VF>
+HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
     const VF m = ScaledExp<kDegree, kFast>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
@@ -317,7 +369,7 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, VF a, VF b, const float *w) {
 // lane's own values, so every target flags the same lanes and no lane's value depends on its neighbours (determinism
 // holds). fp32 outputs keep the fp32 value: their error bound is stated relative to the terms (a few ulps of
 // max(|exp(x) a|, |b w_j|)). Errors of m measured over a dense sample and every bf16 input (normal results): degree 5
-// 2^-22.29 (bound 2^-22.3). Both 16-bit types' bias rows run degree 5 (kRowDegree):
+// 2^-22.29 (bound 2^-22.3; bench/exp_error.cpp). Both 16-bit types' bias rows run degree 5 (kRowDegree):
 //   bf16, degree 5: error <= 2^-22.3 (1 + 2^13) |out| + 2^-24 |out| <= 2^-9.29 |out|, ulp >= 2^-8 |out|: 0.41 ulp.
 //   fp16, degree 5: error <= 2^-22.3 (1 + 2^10) |out| + 2^-24 |out| <= 2^-12.29 |out|, ulp >= 2^-11 |out|: 0.41 ulp.
 // fp16 rows flagged kRowSmallBias (|b| max_j |w_j| <= 2^-10, grad_kernel.h) skip the guard (RowSegmentBiased): in
@@ -629,8 +681,8 @@ HWY_INLINE void SplitBf16Pairs(DF df, const uint16_t *p, VF &even, VF &odd) {
 }
 
 // exp(x) a of both halves of a pair (the fast or the general path of ScaledExp), with the row's degree.
-template <BiasKind kBias, bool kFast>
-HWY_INLINE void PairExp(DF df, VF xe, VF xo, VF te, VF to, VF a, VF &ve, VF &vo) {
+template <BiasKind kBias, bool kFast, class A>
+HWY_INLINE void PairExp(DF df, VF xe, VF xo, VF te, VF to, const A &a, VF &ve, VF &vo) {
     constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
     ve = ScaledExp<kDegree, kFast>(df, xe, kFast ? te : xe, a);
     vo = ScaledExp<kDegree, kFast>(df, xo, kFast ? to : xo, a);
@@ -818,8 +870,8 @@ HWY_INLINE size_t RowPairsOutOfLine(DF df, const typename Storage<kType>::T *in,
 // Every value-dependent branch in flight costs on AMD Zen 4 even when predicted: blocks of four instead of pairs
 // took fp16 rows with a bias term from about 0.18 to 0.155 ns per element in cache.
 template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream>
-HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, VF a, VF b,
-                         const float *w, int16_t limit) {
+HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out,
+                         const ExpFactors &a, VF b, const float *w, int16_t limit) {
     using S = Storage<kType>;
     const size_t lanes = hn::Lanes(df);
     constexpr int kDegree = kRowDegree<kType, kBias>;
@@ -910,8 +962,8 @@ HWY_INLINE bool AnyAbsBelow(DF df, VF v0, VF v1, VF v2, VF v3, VF bound) {
 // (kWeightBias only), or where we is not null, we and wo: the weights of its even- and odd-indexed elements, each
 // contiguous (PairWeights). screened: the guard is screened with `screen`, (|b| 2^-13) screen_weight (PairWeights).
 template <BiasKind kBias, bool kNative, bool kStream>
-HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, VF a, VF b, const float *w, const float *we,
-                                  const float *wo, bool screened, VF screen, int16_t limit) {
+HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, const ExpFactors &a, VF b, const float *w,
+                                  const float *we, const float *wo, bool screened, VF screen, int16_t limit) {
     const size_t lanes = hn::Lanes(df);
     constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
     PrefetchAhead<kBias, kStream>(in);
@@ -969,6 +1021,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
     if constexpr (kType != ACL_FLOAT) {
         const size_t block = 4 * hn::Lanes(df);
         const size_t blocks_end = window.input_fast ? count : j;  // else every block would go by RowPairs
+        const ExpFactors factors = MakeExpFactors<kRowDegree<kType, kBias>>(df, a);
         const float *we = nullptr, *wo = nullptr;  // at column j (bf16 with weights, where de-interleaved)
         if (kType == ACL_BF16 && kBias == kWeightBias && pairs.even != nullptr) PairWeightsAt(pairs, j, we, wo);
         const bool screened = pairs.screen_weight != 0.0f;
@@ -980,12 +1033,13 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
             bool done_fast;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
             if constexpr (kType == ACL_BF16) {
-                done_fast = QuadFastBf16Pairs<kBias, kNative, kStream>(df, in + j, out + j, a, b, wj, we, wo, screened,
-                                                                       screen, window.input_limit);
+                done_fast = QuadFastBf16Pairs<kBias, kNative, kStream>(df, in + j, out + j, factors, b, wj, we, wo,
+                                                                       screened, screen, window.input_limit);
             } else
 #endif
             {
-                done_fast = QuadFast<kType, kBias, kGuard, kStream>(df, in + j, out + j, a, b, wj, window.input_limit);
+                done_fast =
+                    QuadFast<kType, kBias, kGuard, kStream>(df, in + j, out + j, factors, b, wj, window.input_limit);
             }
             if (HWY_UNLIKELY(!done_fast)) {
                 RowPairsOutOfLine<kType, kBias, kGuard, kStream, kNative>(df, in, out, j, j + block, a, b, w, row,
