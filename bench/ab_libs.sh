@@ -69,7 +69,8 @@ xcopy = collections.defaultdict(list)   # (name, lib) -> [x copy]
 names = []
 with open(path) as f:
     for line in f:
-        rnd, lib, name, ms, x = line.split()
+        rnd, lib, name, ms, *rest = line.split()  # rows without a copy (small_call) have no x copy
+        x = rest[0] if rest else ""
         if name not in names:
             names.append(name)
         op[(name, int(lib))][int(rnd)] = float(ms)

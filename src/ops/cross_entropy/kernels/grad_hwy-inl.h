@@ -146,8 +146,8 @@ HWY_INLINE VF ExpPolyMinusOne<6>(DF df, VF r) {
 // 512-bit multiply-add or multiplication per cycle; 4096 x 32000 fp16 0.91-0.94x and bf16 smoothed+weighted 0.94x
 // the time, ab_libs 3 rounds). The a_i are a row's constants (ExpFactors, formed once per row by the block loop, per
 // vector elsewhere: the same rounded products either way). The errors of exp(r) a stay those of the Estrin form
-// (bench/exp_error.cpp, every fp16 and bf16 input with a normal result and 2048 values of a: degree 5 2^-22.290
-// against 2^-22.288, degree 4 2^-17.441 against 2^-17.442), which the cancellation guard's bounds use.
+// (bench/exp_error.cpp: every fp16 and bf16 input, 2048 mantissas of a at exponents 0 down to -125; degree 5
+// 2^-22.290 against 2^-22.288, degree 4 2^-17.441 against 2^-17.442), which the cancellation guard's bounds use.
 template <int kDegree>
 struct ExpCoefficients;  // c_2, c_3, ..., c_kDegree (minimax, as ExpPolyMinusOne's)
 template <>
