@@ -41,13 +41,13 @@ trap 'rm -f "$results"' EXIT
 for round in $(seq "$rounds"); do
     index=0
     for dir in "$@"; do
-        # One line per benchmark: round, library index, name, op time in ms, x copy.
+        # One line per benchmark: round, library index, name, op time, its unit (ms; small_call sets us), x copy.
         LD_LIBRARY_PATH="$dir" "$bench" --benchmark_filter="$filter" --benchmark_repetitions=3 \
             --benchmark_report_aggregates_only=true --benchmark_time_unit=ms 2>/dev/null |
             awk -v round="$round" -v lib="$index" '/_median / {
                     name = $1; sub(/\/min_time.*/, "", name)
                     x = ""; for (i = 1; i <= NF; ++i) if ($i ~ /^x_copy=/) { x = $i; sub(/x_copy=/, "", x) }
-                    print round, lib, name, $2, x }' >> "$results"
+                    print round, lib, name, $2, $3, x }' >> "$results"
         index=$((index + 1))
     done
     echo "round $round of $rounds done" >&2
@@ -66,10 +66,11 @@ import sys
 path, libs = sys.argv[1], sys.argv[2:]
 op = collections.defaultdict(dict)      # (name, lib) -> {round: ms}
 xcopy = collections.defaultdict(list)   # (name, lib) -> [x copy]
+unit = {}                              # name -> time unit
 names = []
 with open(path) as f:
     for line in f:
-        rnd, lib, name, ms, *rest = line.split()  # rows without a copy (small_call) have no x copy
+        rnd, lib, name, ms, unit[name], *rest = line.split()  # rows without a copy (small_call) have no x copy
         x = rest[0] if rest else ""
         if name not in names:
             names.append(name)
@@ -82,8 +83,8 @@ for name in names:
     base = op[(name, 0)]
     for lib, label in enumerate(libs):
         times = op[(name, lib)]
-        line = "  %-40s op %8.3f ms  x copy %5.2f" % (
-            label[-40:], statistics.median(times.values()), statistics.median(xcopy[(name, lib)] or [float("nan")]))
+        line = "  %-40s op %8.3f %s  x copy %5.2f" % (label[-40:], statistics.median(times.values()), unit[name],
+                                                   statistics.median(xcopy[(name, lib)] or [float("nan")]))
         if lib > 0:
             paired = sorted(times[r] / base[r] for r in times if r in base)
             line += "  op / first: %.3f (%.3f-%.3f, %d rounds)" % (
