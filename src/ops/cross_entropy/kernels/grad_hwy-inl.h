@@ -383,13 +383,19 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
 template <aclDataType kType>
 constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-13f : 0x1p-10f;
 
+// |b| * bound: the guard's bound for a constant bias term, and its factor for b * w_j.
+template <aclDataType kType>
+HWY_INLINE VF ScaledBias(DF df, VF b) {
+    return hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>));
+}
+
 // w: the weights (kWeightBias only).
 template <aclDataType kType, BiasKind kBias>
 HWY_INLINE auto CancelledW(DF df, VF value, VF b, VF w) {
     // |b w_j| * bound, formed as (|b| * bound) * |w_j|: the bound is a power of two, so this is the same value
     // (barring subnormals, where either form flags the same way on every target), and |b| * bound is invariant in
     // the row loop, which leaves one multiplication per vector.
-    const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>));
+    const VF scaled_b = ScaledBias<kType>(df, b);
     if constexpr (kBias == kWeightBias) {
         return hn::Lt(hn::Abs(value), hn::Mul(scaled_b, hn::Abs(w)));
     } else {
@@ -864,6 +870,22 @@ HWY_INLINE size_t RowPairsOutOfLine(DF df, const typename Storage<kType>::T *in,
     return RowPairsOf<kType, kBias, kGuard, kStream>(df, in, out, j, end, a, b, w, row, window);
 }
 
+// Whether any lane of v0..v3 has |v| < bound (one bound for every lane; no lane NaN, which the fast path never has).
+// On AVX-512, vrangeps takes the smaller magnitude of two vectors with the sign cleared in one instruction, so the four
+// vectors cost three of them and a comparison, against four absolute values, four comparisons and three mask ors
+// (4096 x 32000 bf16 smoothed+weighted, AVX-512: 0.93x the time, ab_libs 3 rounds). Both forms decide alike.
+HWY_INLINE bool AnyAbsBelow(DF df, VF v0, VF v1, VF v2, VF v3, VF bound) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    constexpr int kMinMagnitude = 0x0A;  // imm8: bits 1:0 = 10 (smaller magnitude), bits 3:2 = 10 (sign cleared)
+    const __m512 m01 = _mm512_range_ps(v0.raw, v1.raw, kMinMagnitude);
+    const __m512 m23 = _mm512_range_ps(v2.raw, v3.raw, kMinMagnitude);
+    return !hn::AllFalse(df, hn::Lt(VF{_mm512_range_ps(m01, m23, kMinMagnitude)}, bound));
+#else
+    const auto below = [&](VF v) { return hn::Lt(hn::Abs(v), bound); };
+    return !hn::AllFalse(df, hn::Or(hn::Or(below(v0), below(v1)), hn::Or(below(v2), below(v3))));
+#endif
+}
+
 // One block of four fp16 vectors (or bf16 ones in the layout of Storage, for streaming stores) if every lane is on
 // the fast path and none is flagged by the cancellation guard: the values of StoreVector, bit for bit, with one
 // branch for the four window tests and one for the four guards. Returns false, having written nothing, otherwise.
@@ -889,7 +911,9 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
     const VF v1 = RowValue<kType, kBias, true>(df, x1, t1, a, b, w1);
     const VF v2 = RowValue<kType, kBias, true>(df, x2, t2, a, b, w2);
     const VF v3 = RowValue<kType, kBias, true>(df, x3, t3, a, b, w3);
-    if constexpr (kBias != kNoBias && kGuard) {
+    if constexpr (kBias == kConstBias && kGuard) {
+        if (HWY_UNLIKELY(AnyAbsBelow(df, v0, v1, v2, v3, ScaledBias<kType>(df, b)))) return false;  // as Cancelled
+    } else if constexpr (kBias != kNoBias && kGuard) {
         const auto c01 = hn::Or(Cancelled<kType, kBias>(df, v0, b, w), Cancelled<kType, kBias>(df, v1, b, w1));
         const auto c23 = hn::Or(Cancelled<kType, kBias>(df, v2, b, w2), Cancelled<kType, kBias>(df, v3, b, w3));
         if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Or(c01, c23)))) return false;
@@ -940,22 +964,6 @@ HWY_INLINE void PairWeightsAt(const PairWeights &pairs, size_t j, const float *&
         we = pairs.odd + k;       // w_col = w_{2k + 1}
         wo = pairs.even + k + 1;  // w_{col + 1} = w_{2k + 2}
     }
-}
-
-// Whether any lane of v0..v3 has |v| < bound (one bound for every lane; no lane NaN, which the fast path never has).
-// On AVX-512, vrangeps takes the smaller magnitude of two vectors with the sign cleared in one instruction, so the four
-// vectors cost three of them and a comparison, against four absolute values, four comparisons and three mask ors
-// (4096 x 32000 bf16 smoothed+weighted, AVX-512: 0.93x the time, ab_libs 3 rounds). Both forms decide alike.
-HWY_INLINE bool AnyAbsBelow(DF df, VF v0, VF v1, VF v2, VF v3, VF bound) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-    constexpr int kMinMagnitude = 0x0A;  // imm8: bits 1:0 = 10 (smaller magnitude), bits 3:2 = 10 (sign cleared)
-    const __m512 m01 = _mm512_range_ps(v0.raw, v1.raw, kMinMagnitude);
-    const __m512 m23 = _mm512_range_ps(v2.raw, v3.raw, kMinMagnitude);
-    return !hn::AllFalse(df, hn::Lt(VF{_mm512_range_ps(m01, m23, kMinMagnitude)}, bound));
-#else
-    const auto below = [&](VF v) { return hn::Lt(hn::Abs(v), bound); };
-    return !hn::AllFalse(df, hn::Or(hn::Or(below(v0), below(v1)), hn::Or(below(v2), below(v3))));
-#endif
 }
 
 // QuadFast for bf16 in the layout of RowLoopBf16Pairs: two pairs (4 * lanes elements). w: the block's weights
@@ -1025,7 +1033,7 @@ HWY_INLINE void RowLoop(DF df, const typename Storage<kType>::T *in, typename St
         const float *we = nullptr, *wo = nullptr;  // at column j (bf16 with weights, where de-interleaved)
         if (kType == ACL_BF16 && kBias == kWeightBias && pairs.even != nullptr) PairWeightsAt(pairs, j, we, wo);
         const bool screened = pairs.screen_weight != 0.0f;
-        const VF scaled_b = hn::Mul(hn::Abs(b), hn::Set(df, kCancellationBound<kType>));  // as CancelledW forms it
+        const VF scaled_b = ScaledBias<kType>(df, b);
         const VF screen = kBias == kConstBias ? scaled_b : hn::Mul(scaled_b, hn::Set(df, pairs.screen_weight));
         const size_t pair_step = we != nullptr ? block / 2 : 0;
         for (; j + block <= blocks_end; j += block, we += pair_step, wo += pair_step) {
