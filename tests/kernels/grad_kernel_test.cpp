@@ -641,6 +641,67 @@ TEST(GradKernelEvery16BitInput, WeightedBitwiseAcrossKernels) {
     }
 }
 
+// The kernel's fused multiply-add (one rounding: the instruction, or on SSE4 the exact emulation in double, or
+// std::fmaf per lane) gives std::fmaf's bits: on random bit patterns (every class of float), on products near a
+// cancellation, and on products that are halfway between two floats plus or minus a tiny c, where rounding the sum to
+// double first and then to float would round the wrong way (double rounding).
+TEST_P(GradKernelTest, FusedMultiplyAddIsFmaf) {
+    const GradKernelInfo &kernel = *GetParam();
+    ASSERT_NE(kernel.fma, nullptr);
+    std::mt19937 rng(20261205);
+    std::vector<float> a, b, c;
+    const auto add = [&](float x, float y, float z) {
+        a.push_back(x);
+        b.push_back(y);
+        c.push_back(z);
+    };
+    const auto bits = [&]() {
+        float f;
+        const uint32_t u = rng();
+        std::memcpy(&f, &u, sizeof(f));
+        return f;
+    };
+    for (int k = 0; k < 200000; ++k) add(bits(), bits(), bits());
+    std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
+    for (int k = 0; k < 100000; ++k) {  // c cancels most of a * b
+        const float x = unit(rng), y = unit(rng);
+        const float p = x * y;
+        uint32_t u;
+        std::memcpy(&u, &p, sizeof(u));
+        u += static_cast<uint32_t>(static_cast<int>(rng() % 7) - 3);
+        float z;
+        std::memcpy(&z, &u, sizeof(z));
+        add(x, y, -z);
+    }
+    int halfway = 0;
+    for (int k = 0; k < 100000; ++k) {  // 13-bit significands: the product has 25 or 26 bits, exact in double
+        const float x = std::ldexp(static_cast<float>(4096 + rng() % 4096), static_cast<int>(rng() % 40) - 30);
+        const float y = std::ldexp(static_cast<float>(4096 + rng() % 4096), static_cast<int>(rng() % 40) - 30);
+        const double p = static_cast<double>(x) * y;
+        const float near = static_cast<float>(p);
+        const double gap = p - near;  // p > 0: a midpoint lies half a float spacing from its rounding
+        if (gap != 0.0 && 2.0 * std::fabs(gap) == (gap > 0 ? std::nextafter(near, INFINITY) - near
+                                                                : near - std::nextafter(near, 0.0f))) {
+            ++halfway;
+        }
+        const int sign = static_cast<int>(rng() % 3) - 1;  // c = -tiny, 0 or +tiny relative to the product
+        add(x, y, static_cast<float>(sign * std::ldexp(std::fabs(p), -40 - static_cast<int>(rng() % 40))));
+    }
+    EXPECT_GT(halfway, 15000);
+    std::vector<float> got(a.size(), std::nanf("7"));
+    kernel.fma(a.data(), b.data(), c.data(), got.data(), a.size());
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const float want = std::fmaf(a[i], b[i], c[i]);
+        const bool same = std::isnan(want) ? std::isnan(got[i]) : FloatBits(got[i]) == FloatBits(want);
+        if (!same && ++mismatches <= 5) {
+            ADD_FAILURE() << kernel.name << ": fma(" << a[i] << ", " << b[i] << ", " << c[i] << ") = " << got[i]
+                          << ", std::fmaf " << want;
+        }
+    }
+    EXPECT_EQ(mismatches, 0) << kernel.name << " of " << a.size();
+}
+
 // exp accuracy in fp32 over a dense sample of [-104, 89]: a = 1, b = 0, so out = exp(x) rounded once by the
 // reference. Reports the max ulp error (the claim in grad_hwy-inl.h).
 TEST_P(GradKernelTest, Fp32ExpUlp) {

@@ -85,14 +85,46 @@ constexpr bool kCanStream = false;
 
 // ---- exp(x) * a ------------------------------------------------------------------------------------------------
 
+#if HWY_TARGET == HWY_SSE4
+// fmaf of two lanes widened to double, correctly rounded to float by the caller's narrowing. The product is exact in
+// double (24 + 24 significant bits, exponents far inside double's range); the sum s rounds to nearest, and TwoSum
+// gives its exact error e. Where e != 0, s is replaced by its rounding to odd (the neighbour toward zero of the exact
+// sum p + c if s lies beyond it, then the last bit set): a value rounded to odd with 53 bits rounds to nearest float
+// (24 bits, or fewer where subnormal) exactly as the exact sum would, with no double rounding. Sums that are not finite
+// (infinite or NaN operands) pass unchanged.
+HWY_INLINE __m128d FmaRoundedToOdd(__m128d a, __m128d b, __m128d c) {
+    const __m128d p = _mm_mul_pd(a, b);
+    const __m128d s = _mm_add_pd(p, c);
+    const __m128d p_part = _mm_sub_pd(s, c);  // TwoSum: s + e == p + c exactly
+    const __m128d c_part = _mm_sub_pd(s, p_part);
+    const __m128d e = _mm_add_pd(_mm_sub_pd(p, p_part), _mm_sub_pd(c, c_part));
+    const __m128d zero = _mm_setzero_pd();
+    const __m128i inexact =
+        _mm_castpd_si128(_mm_and_pd(_mm_cmpneq_pd(e, zero), _mm_cmpeq_pd(_mm_sub_pd(s, s), zero)));
+    // All ones where e and s differ in sign (the exact sum lies between 0 and s): the sign bit of each 64-bit lane's
+    // xor, spread over the lane from its upper 32-bit half.
+    const __m128i opposite = _mm_srai_epi32(_mm_shuffle_epi32(_mm_castpd_si128(_mm_xor_pd(e, s)), 0xF5), 31);
+    __m128i bits = _mm_add_epi64(_mm_castpd_si128(s), _mm_and_si128(opposite, inexact));  // one step toward zero
+    bits = _mm_or_si128(bits, _mm_and_si128(inexact, _mm_set1_epi64x(1)));
+    return _mm_castsi128_pd(bits);
+}
+#endif
+
 // a * b + c with one rounding (fused multiply-add) on every target: the instruction where the target has it
-// (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA), else std::fmaf per lane, which is correctly rounded by
-// definition. Every target therefore computes the same values; the per-lane fallback makes SSE4 and EMU128/SCALAR
-// slower, never different.
+// (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA); on SSE4 an exact emulation in double (FmaRoundedToOdd,
+// about 12 instructions per pair of lanes); elsewhere (EMU128/SCALAR) std::fmaf per lane, which is correctly rounded
+// by definition. Every target therefore computes the same values (test FusedMultiplyAddIsFmaf checks each target
+// against std::fmaf); the emulations make SSE4 and EMU128/SCALAR slower, never different.
 HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
 #if HWY_NATIVE_FMA
     (void)df;
     return hn::MulAdd(a, b, c);
+#elif HWY_TARGET == HWY_SSE4
+    (void)df;
+    const auto upper = [](__m128 v) { return _mm_cvtps_pd(_mm_movehl_ps(v, v)); };
+    const __m128d lo = FmaRoundedToOdd(_mm_cvtps_pd(a.raw), _mm_cvtps_pd(b.raw), _mm_cvtps_pd(c.raw));
+    const __m128d hi = FmaRoundedToOdd(upper(a.raw), upper(b.raw), upper(c.raw));
+    return VF{_mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi))};
 #else
     constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
     alignas(HWY_MAX_BYTES) float va[kMax], vb[kMax], vc[kMax];
@@ -104,10 +136,9 @@ HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
 #endif
 }
 
-// a * b + c, fused (one rounding) where kFused, else a multiplication and an addition (two). The 16-bit kernels,
-// bound by their operation count, fuse; the fp32 kernel, bound by memory either way, does not, which keeps it
-// fast also on the targets that have no fused instruction and would call std::fmaf per lane (measured, 4096 x
-// 32000 fp32: SSE4 about 2.4x and SCALAR about 6x the copy's time unfused, 49x fused).
+// a * b + c, fused (one rounding) where kFused, else a multiplication and an addition (two). Every exp fuses (the
+// fp32 one too, since its arithmetic bounds it whenever memory runs fast: see ExpPolyMinusOne); the fp32 bias
+// subtraction m - b w_j does not, so that rows sharing b can form the product once (RowSegmentsWeighted).
 template <bool kFused>
 HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
     if constexpr (kFused) return Fma(df, a, b, c);
@@ -132,10 +163,10 @@ HWY_INLINE VF ExpPolyMinusOne(DF df, VF r);
 template <>
 HWY_INLINE VF ExpPolyMinusOne<6>(DF df, VF r) {
     const VF r2 = hn::Mul(r, r);
-    const VF c23 = MulAddT<false>(df, hn::Set(df, 0x1.555492p-3f), r, hn::Set(df, 0x1.fffffcp-2f));
-    const VF c45 = MulAddT<false>(df, hn::Set(df, 0x1.123a2p-7f), r, hn::Set(df, 0x1.5558f2p-5f));
-    const VF c46 = MulAddT<false>(df, hn::Set(df, 0x1.6a23ccp-10f), r2, c45);
-    return MulAddT<false>(df, MulAddT<false>(df, c46, r2, c23), r2, r);
+    const VF c23 = Fma(df, hn::Set(df, 0x1.555492p-3f), r, hn::Set(df, 0x1.fffffcp-2f));
+    const VF c45 = Fma(df, hn::Set(df, 0x1.123a2p-7f), r, hn::Set(df, 0x1.5558f2p-5f));
+    const VF c46 = Fma(df, hn::Set(df, 0x1.6a23ccp-10f), r2, c45);
+    return Fma(df, Fma(df, c46, r2, c23), r2, r);
 }
 
 // The 16-bit degrees evaluate exp(r) a by Horner's rule with the coefficients scaled by a: with a_i = a c_i rounded
@@ -198,11 +229,11 @@ HWY_INLINE VF ScaledPoly(DF df, VF r, const ExpFactors &f) {
 
 constexpr float kExpMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
 
-// t = x / ln2 + 1.5 * 2^23 (fused for the 16-bit degrees, see MulAddT). For |x| < 2^21 its bits are those of
+// t = x / ln2 + 1.5 * 2^23, fused. For |x| < 2^21 its bits are those of
 // 1.5 * 2^23 (0x4b400000) plus k = round(x / ln2): the exp's scale is 2^k.
 template <int kDegree>
 HWY_INLINE VF ExpShifted(DF df, VF x) {
-    return MulAddT<(kDegree < 6)>(df, x, hn::Set(df, 1.44269504088896341f), hn::Set(df, kExpMagic));
+    return Fma(df, x, hn::Set(df, 1.44269504088896341f), hn::Set(df, kExpMagic));
 }
 
 // exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
@@ -218,7 +249,6 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const DI di;
     const VF magic = hn::Set(df, kExpMagic);
     const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
-    constexpr bool kFused = kDegree < 6;  // the 16-bit degrees (see MulAddT)
     const VF t = kFast ? t_fast : ExpShifted<kDegree>(df, xc);
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
     VF r;
@@ -227,19 +257,19 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
         // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities), against the degree-4
         // polynomial's 2^-17.5; together under 2^-17.35 relative, still 0.39 of a bf16 ulp at worst (rows without
         // a bias term only, where no cancellation magnifies it: kRowDegree).
-        r = MulAddT<kFused>(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
+        r = Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
     } else {
         // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
         // difference (Sterbenz); the second step rounds once.
-        r = MulAddT<kFused>(df, kf, hn::Set(df, -0.693145751953125f), xc);
-        r = MulAddT<kFused>(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
+        r = Fma(df, kf, hn::Set(df, -0.693145751953125f), xc);
+        r = Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     }
     const auto &f = AsExpFactors<kDegree>(df, a);
     VF m;
     if constexpr (kDegree < 6) {
         m = ScaledPoly<kDegree>(df, r, f);
     } else {
-        m = MulAddT<kFused>(df, ExpPolyMinusOne<kDegree>(df, r), f.a, f.a);
+        m = Fma(df, ExpPolyMinusOne<kDegree>(df, r), f.a, f.a);
     }
     // Fast path: t's bits are those of magic plus k, and magic's bits (0x4b400000) shifted left by 23 are 0 modulo
     // 2^32, so ShiftLeft<23>(bits(t)) is k << 23 without first subtracting magic's bits.
@@ -1929,6 +1959,25 @@ HWY_INLINE void GradTileTyped(const GradKernelArgs &args, const GradTile &tile) 
 template <aclDataType kType>
 HWY_NOINLINE void GradTileOf(const GradKernelArgs &args, const GradTile &tile) {
     GradTileTyped<kType, false>(args, tile);
+}
+
+// Fma over arrays (GradKernelInfo::fma): whole vectors, then the rest through a zero-padded vector.
+void FmaArrays(const float *a, const float *b, const float *c, float *out, size_t count) {
+    const DF df;
+    const size_t lanes = hn::Lanes(df);
+    size_t i = 0;
+    for (; i + lanes <= count; i += lanes) {
+        hn::StoreU(Fma(df, hn::LoadU(df, a + i), hn::LoadU(df, b + i), hn::LoadU(df, c + i)), df, out + i);
+    }
+    if (i < count) {
+        constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
+        alignas(HWY_MAX_BYTES) float va[kMax] = {}, vb[kMax] = {}, vc[kMax] = {};
+        std::memcpy(va, a + i, (count - i) * sizeof(float));
+        std::memcpy(vb, b + i, (count - i) * sizeof(float));
+        std::memcpy(vc, c + i, (count - i) * sizeof(float));
+        hn::Store(Fma(df, hn::Load(df, va), hn::Load(df, vb), hn::Load(df, vc)), df, va);
+        std::memcpy(out + i, va, (count - i) * sizeof(float));
+    }
 }
 
 void GradKernel(const GradKernelArgs &args, const GradTile &tile) {

@@ -109,13 +109,15 @@ struct HwyKernelEntry {
 };
 
 #define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
-    HwyKernelEntry { HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK}, false }
+    HwyKernelEntry { HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK, &NS::FmaArrays}, false }
 
 // Best first. AVX3_BF16 is the AVX3 code with bf16 results rounded by the AVX-512 BF16 instruction (the same bits;
 // grad_hwy-inl.h, StoreBf16PairsNative).
 const HwyKernelEntry kHwyKernels[] = {
 #if HWY_TARGETS & HWY_AVX3
-    HwyKernelEntry{HWY_AVX3, {"hwy:AVX3_BF16", HwySupports, &N_AVX3::GradKernelNativeBf16, kGradIsaAvx512}, true},
+    HwyKernelEntry{HWY_AVX3,
+                   {"hwy:AVX3_BF16", HwySupports, &N_AVX3::GradKernelNativeBf16, kGradIsaAvx512, &N_AVX3::FmaArrays},
+                   true},
     OPENACLNN_HWY_ENTRY(AVX3, N_AVX3, kGradIsaAvx512),
 #endif
 #if HWY_TARGETS & HWY_AVX2

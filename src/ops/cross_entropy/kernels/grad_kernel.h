@@ -113,6 +113,9 @@ struct GradKernelInfo {
     bool (*supports)(const GradKernelArgs &args);
     GradKernelFn run;
     int isa;  // GradIsa
+    // out[i] = a[i] * b[i] + c[i] by the kernel's own fused multiply-add (one rounding, as std::fmaf), for the tests
+    // that check it against std::fmaf on every target; null for the reference kernel.
+    void (*fma)(const float *a, const float *b, const float *c, float *out, size_t count) = nullptr;
 };
 
 // The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to
