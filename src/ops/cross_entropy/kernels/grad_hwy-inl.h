@@ -86,33 +86,55 @@ constexpr bool kCanStream = false;
 // ---- exp(x) * a ------------------------------------------------------------------------------------------------
 
 #if HWY_TARGET == HWY_SSE4
-// fmaf of two lanes widened to double, correctly rounded to float by the caller's narrowing. The product is exact in
-// double (24 + 24 significant bits, exponents far inside double's range); the sum s rounds to nearest, and TwoSum
-// gives its exact error e. Where e != 0, s is replaced by its rounding to odd (the neighbour toward zero of the exact
-// sum p + c if s lies beyond it, then the last bit set): a value rounded to odd with 53 bits rounds to nearest float
-// (24 bits, or fewer where subnormal) exactly as the exact sum would, with no double rounding. Sums that are not finite
-// (infinite or NaN operands) pass unchanged.
-HWY_INLINE __m128d FmaRoundedToOdd(__m128d a, __m128d b, __m128d c) {
-    const __m128d p = _mm_mul_pd(a, b);
-    const __m128d s = _mm_add_pd(p, c);
+// fmaf on SSE4 (no fused instruction), exactly, in double. The product p = a b of two floats is exact in double (24 +
+// 24 significant bits, exponents far inside double's range), so the only rounding before the final one to float is
+// that of the sum s = p + c to nearest double. Rounding s to float gives fmaf's result unless s is a float midpoint
+// (rounding to nearest is monotonic and every float midpoint is a double, so a sum that is not one lies on the same
+// side of every midpoint as the exact sum): where the low 29 bits of s's significand are 1 and zeros, or where s lies
+// in float's subnormal range (fewer float bits there: other midpoints), FmaRoundedToOdd replaces s by the exact sum
+// rounded to odd, which rounds to nearest float as the exact sum does. Those lanes are rare; a vector with one takes
+// that branch for all its lanes (the same values either way).
+HWY_INLINE __m128d FmaRoundedToOdd(__m128d p, __m128d c, __m128d s) {
     const __m128d p_part = _mm_sub_pd(s, c);  // TwoSum: s + e == p + c exactly
     const __m128d c_part = _mm_sub_pd(s, p_part);
     const __m128d e = _mm_add_pd(_mm_sub_pd(p, p_part), _mm_sub_pd(c, c_part));
     const __m128d zero = _mm_setzero_pd();
+    // Inexact, and s finite (infinite or NaN operands pass unchanged).
     const __m128i inexact =
         _mm_castpd_si128(_mm_and_pd(_mm_cmpneq_pd(e, zero), _mm_cmpeq_pd(_mm_sub_pd(s, s), zero)));
     // All ones where e and s differ in sign (the exact sum lies between 0 and s): the sign bit of each 64-bit lane's
-    // xor, spread over the lane from its upper 32-bit half.
+    // xor, spread over the lane from its upper 32-bit half. There the truncated sum is s's neighbour toward zero.
     const __m128i opposite = _mm_srai_epi32(_mm_shuffle_epi32(_mm_castpd_si128(_mm_xor_pd(e, s)), 0xF5), 31);
-    __m128i bits = _mm_add_epi64(_mm_castpd_si128(s), _mm_and_si128(opposite, inexact));  // one step toward zero
-    bits = _mm_or_si128(bits, _mm_and_si128(inexact, _mm_set1_epi64x(1)));
+    __m128i bits = _mm_add_epi64(_mm_castpd_si128(s), _mm_and_si128(opposite, inexact));
+    bits = _mm_or_si128(bits, _mm_and_si128(inexact, _mm_set1_epi64x(1)));  // the last bit set where inexact
     return _mm_castsi128_pd(bits);
+}
+
+// Lanes of s (as 64-bit masks) that may need FmaRoundedToOdd: float midpoints and float's subnormal range.
+HWY_INLINE __m128i FmaMidpointRisk(__m128d s) {
+    const __m128i low_bits = _mm_and_si128(_mm_castpd_si128(s), _mm_set1_epi64x(0x1FFFFFFF));
+    const __m128i midpoint = _mm_cmpeq_epi64(low_bits, _mm_set1_epi64x(0x10000000));
+    const __m128d magnitude = _mm_andnot_pd(_mm_set1_pd(-0.0), s);
+    return _mm_or_si128(midpoint, _mm_castpd_si128(_mm_cmplt_pd(magnitude, _mm_set1_pd(0x1p-126))));
+}
+
+HWY_INLINE __m128 FmaSse4(__m128 a, __m128 b, __m128 c) {
+    const auto upper = [](__m128 v) { return _mm_cvtps_pd(_mm_movehl_ps(v, v)); };
+    const __m128d p_lo = _mm_mul_pd(_mm_cvtps_pd(a), _mm_cvtps_pd(b)), c_lo = _mm_cvtps_pd(c);
+    const __m128d p_hi = _mm_mul_pd(upper(a), upper(b)), c_hi = upper(c);
+    __m128d s_lo = _mm_add_pd(p_lo, c_lo), s_hi = _mm_add_pd(p_hi, c_hi);
+    const __m128i risk = _mm_or_si128(FmaMidpointRisk(s_lo), FmaMidpointRisk(s_hi));
+    if (HWY_UNLIKELY(!_mm_testz_si128(risk, risk))) {
+        s_lo = FmaRoundedToOdd(p_lo, c_lo, s_lo);
+        s_hi = FmaRoundedToOdd(p_hi, c_hi, s_hi);
+    }
+    return _mm_movelh_ps(_mm_cvtpd_ps(s_lo), _mm_cvtpd_ps(s_hi));
 }
 #endif
 
 // a * b + c with one rounding (fused multiply-add) on every target: the instruction where the target has it
-// (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA); on SSE4 an exact emulation in double (FmaRoundedToOdd,
-// about 12 instructions per pair of lanes); elsewhere (EMU128/SCALAR) std::fmaf per lane, which is correctly rounded
+// (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA); on SSE4 an exact emulation in double (FmaSse4);
+// elsewhere (EMU128/SCALAR) std::fmaf per lane, which is correctly rounded
 // by definition. Every target therefore computes the same values (test FusedMultiplyAddIsFmaf checks each target
 // against std::fmaf); the emulations make SSE4 and EMU128/SCALAR slower, never different.
 HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
@@ -121,10 +143,7 @@ HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
     return hn::MulAdd(a, b, c);
 #elif HWY_TARGET == HWY_SSE4
     (void)df;
-    const auto upper = [](__m128 v) { return _mm_cvtps_pd(_mm_movehl_ps(v, v)); };
-    const __m128d lo = FmaRoundedToOdd(_mm_cvtps_pd(a.raw), _mm_cvtps_pd(b.raw), _mm_cvtps_pd(c.raw));
-    const __m128d hi = FmaRoundedToOdd(upper(a.raw), upper(b.raw), upper(c.raw));
-    return VF{_mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi))};
+    return VF{FmaSse4(a.raw, b.raw, c.raw)};
 #else
     constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
     alignas(HWY_MAX_BYTES) float va[kMax], vb[kMax], vc[kMax];
