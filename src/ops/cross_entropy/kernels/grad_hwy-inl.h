@@ -5,14 +5,15 @@
 //
 // Exactness and determinism, in one place:
 //  * Only correctly rounded single operations: Mul, Add, Sub, fused multiply-add (Fma: one rounding; the instruction
-//    on AVX2/AVX-512/NEON/SVE, std::fmaf per lane on SSE4/EMU128), Min, Max, compares, blends, integer ops and exact
+//    on AVX2/AVX-512/NEON/SVE, an exact emulation in double on SSE4, std::fmaf per lane on EMU128/SCALAR), Min, Max,
+//    compares, blends, integer ops and exact
 //    conversions. The file is compiled with -ffp-contract=off so the compiler fuses nothing on its own. Every target
 //    therefore performs the same operations in the same order on the same values, and the outputs are bitwise
 //    identical across targets (NaN payloads aside) and, since no element depends on its neighbours, across any
 //    tiling or thread count.
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
-//    a multiply-add), a polynomial p(r) for exp(r) times a (fp32: Estrin's scheme, unfused, with p a = (p - 1) a + a
-//    in one multiply-add; fp16/bf16: Horner's rule with the coefficients scaled by a, fused, see ScaledPoly), and the
+//    a multiply-add), a polynomial p(r) for exp(r) times a (fp32: Estrin's scheme with p a = (p - 1) a + a in one
+//    multiply-add; fp16/bf16: Horner's rule with the coefficients scaled by a, see ScaledPoly), all fused, and the
 //    scale 2^k applied in two exact halves after the multiplication by a, so that p * a is right even where exp(x)
 //    alone would underflow (x down to -172) or overflow (up to 176). The polynomial's degree depends on the output type
 //    (Storage::kExpDegree):
@@ -25,11 +26,13 @@
 //    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
 //    The 16-bit kernels are bound by their operation count, not by memory: fusing the polynomial's steps, the
 //    reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000
-//    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, AMD Zen 4). The fp32 kernel does not fuse:
-//    near the copy's time either way there, and on Zen 4 a multiply-add takes the multiplier's pipe, so fusing would
-//    only unload the adders, while targets without the instruction would pay std::fmaf per lane. (On an AVX2 Zen 1,
-//    whose 256-bit operations are split in two, every kernel is bound by its arithmetic: about 1.75x fp32 and 3.2x
-//    fp16/bf16.)
+//    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, AMD Zen 4). The fp32 kernel runs at the copy's
+//    pace when memory is slow, but is bound by its arithmetic when memory is fast (2 threads on Zen 4 read and stream
+//    fp32 at up to about 75 GB/s): its fused exp takes 0.78-0.80x the time of the unfused one there (4096 x 32000 and
+//    2048 x 128256, every variant), 0.97-0.99x in the slow state, and in cache one thread 0.77x (plain) and 0.75x
+//    (smoothed+weighted); AVX2 0.68-0.72x in cache. The price is on targets without the instruction: fp32 on SSE4 takes
+//    8.6x its unfused time (FmaSse4), SCALAR 4x (std::fmaf). (On an AVX2 Zen 1, whose 256-bit operations are split
+//    in two, every kernel was bound by its arithmetic: about 1.75x fp32 and 3.2x fp16/bf16, unfused fp32.)
 //  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
@@ -156,7 +159,7 @@ HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
 }
 
 // a * b + c, fused (one rounding) where kFused, else a multiplication and an addition (two). Every exp fuses (the
-// fp32 one too, since its arithmetic bounds it whenever memory runs fast: see ExpPolyMinusOne); the fp32 bias
+// fp32 one too, since its arithmetic bounds it whenever memory runs fast: see the head of this file); the fp32 bias
 // subtraction m - b w_j does not, so that rows sharing b can form the product once (RowSegmentsWeighted).
 template <bool kFused>
 HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
@@ -172,7 +175,7 @@ HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
 // terms combined by r^2), whose dependency chain is about half Horner's for the same number of operations or one
 // more: cores that run out of reordering room before they run out of arithmetic units gain (AMD Zen 1, in cache:
 // 4096 x 32000 plain fp32 10.9 -> 9.3 ns per 8 elements). The pairs are combined by Horner's rule in r^2
-// (c23 + r^2 (c45 + r^2 c6) for degree 6), which needs no r^4: one multiplication fewer, and the unfused fp32 kernel
+// (c23 + r^2 (c45 + r^2 c6) for degree 6), which needs no r^4: one multiplication fewer, and the fp32 kernel
 // is bound by its multiplications on AVX-512 (AMD Zen 4 issues one 512-bit multiplication per cycle). Against the
 // sum c23 r^2 + c46 r^4: fp32 smoothed+weighted 0.96x the time (64 x 32000, one thread, in L3), the same errors (at
 // most 1 ulp, 9.2% of a dense sample of [-104, 89] misrounded either way).
