@@ -680,8 +680,8 @@ TEST_P(GradKernelTest, FusedMultiplyAddIsFmaf) {
         const double p = static_cast<double>(x) * y;
         const float near = static_cast<float>(p);
         const double gap = p - near;  // p > 0: a midpoint lies half a float spacing from its rounding
-        if (gap != 0.0 && 2.0 * std::fabs(gap) == (gap > 0 ? std::nextafter(near, INFINITY) - near
-                                                                : near - std::nextafter(near, 0.0f))) {
+        if (gap != 0.0 && 2.0 * std::fabs(gap) ==
+                              (gap > 0 ? std::nextafter(near, INFINITY) - near : near - std::nextafter(near, 0.0f))) {
             ++halfway;
         }
         const int sign = static_cast<int>(rng() % 3) - 1;  // c = -tiny, 0 or +tiny relative to the product

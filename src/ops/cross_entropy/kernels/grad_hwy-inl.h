@@ -6,11 +6,10 @@
 // Exactness and determinism, in one place:
 //  * Only correctly rounded single operations: Mul, Add, Sub, fused multiply-add (Fma: one rounding; the instruction
 //    on AVX2/AVX-512/NEON/SVE, an exact emulation in double on SSE4, std::fmaf per lane on EMU128/SCALAR), Min, Max,
-//    compares, blends, integer ops and exact
-//    conversions. The file is compiled with -ffp-contract=off so the compiler fuses nothing on its own. Every target
-//    therefore performs the same operations in the same order on the same values, and the outputs are bitwise
-//    identical across targets (NaN payloads aside) and, since no element depends on its neighbours, across any
-//    tiling or thread count.
+//    compares, blends, integer ops and exact conversions. The file is compiled with -ffp-contract=off so the compiler
+//    fuses nothing on its own. Every target therefore performs the same operations in the same order on the same
+//    values, and the outputs are bitwise identical across targets (NaN payloads aside) and, since no element depends
+//    on its neighbours, across any tiling or thread count.
 //  * exp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2 (k rounded with the 1.5 * 2^23 trick, which needs only
 //    a multiply-add), a polynomial p(r) for exp(r) times a (fp32: Estrin's scheme with p a = (p - 1) a + a in one
 //    multiply-add; fp16/bf16: Horner's rule with the coefficients scaled by a, see ScaledPoly), all fused, and the
@@ -28,11 +27,12 @@
 //    reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000
 //    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, AMD Zen 4). The fp32 kernel runs at the copy's
 //    pace when memory is slow, but is bound by its arithmetic when memory is fast (2 threads on Zen 4 read and stream
-//    fp32 at up to about 75 GB/s): its fused exp takes 0.78-0.80x the time of the unfused one there (4096 x 32000 and
-//    2048 x 128256, every variant), 0.97-0.99x in the slow state, and in cache one thread 0.77x (plain) and 0.75x
-//    (smoothed+weighted); AVX2 0.68-0.72x in cache. The price is on targets without the instruction: fp32 on SSE4 takes
-//    8.6x its unfused time (FmaSse4), SCALAR 4x (std::fmaf). (On an AVX2 Zen 1, whose 256-bit operations are split
-//    in two, every kernel was bound by its arithmetic: about 1.75x fp32 and 3.2x fp16/bf16, unfused fp32.)
+//    fp32 at up to about 75 GB/s): its fused exp takes 0.77-0.87x the time of the unfused one (4096 x 32000, 8192 x
+//    50257 and 2048 x 128256, every variant, median of 5 paired rounds across both states), 0.97-0.99x in a slow
+//    stretch, and in cache one thread 0.77x (plain) and 0.75x (smoothed+weighted); AVX2 0.68-0.72x in cache. The
+//    price is on targets without the instruction: fp32 on SSE4 takes 8.6x its unfused time (FmaSse4), SCALAR 4x
+//    (std::fmaf). (On an AVX2 Zen 1, whose 256-bit operations are split in two, every kernel was bound by its
+//    arithmetic: about 1.75x fp32 and 3.2x fp16/bf16, unfused fp32.)
 //  * The target column's element, where p * a - g can cancel catastrophically (p near 1), is recomputed in double
 //    exactly as the reference kernel does (GradTargetElement), so it is correctly rounded.
 //  * 16-bit loads widen exactly; stores round to nearest even once (fp16: F16C where the target has it, else the
@@ -103,8 +103,7 @@ HWY_INLINE __m128d FmaRoundedToOdd(__m128d p, __m128d c, __m128d s) {
     const __m128d e = _mm_add_pd(_mm_sub_pd(p, p_part), _mm_sub_pd(c, c_part));
     const __m128d zero = _mm_setzero_pd();
     // Inexact, and s finite (infinite or NaN operands pass unchanged).
-    const __m128i inexact =
-        _mm_castpd_si128(_mm_and_pd(_mm_cmpneq_pd(e, zero), _mm_cmpeq_pd(_mm_sub_pd(s, s), zero)));
+    const __m128i inexact = _mm_castpd_si128(_mm_and_pd(_mm_cmpneq_pd(e, zero), _mm_cmpeq_pd(_mm_sub_pd(s, s), zero)));
     // All ones where e and s differ in sign (the exact sum lies between 0 and s): the sign bit of each 64-bit lane's
     // xor, spread over the lane from its upper 32-bit half. There the truncated sum is s's neighbour toward zero.
     const __m128i opposite = _mm_srai_epi32(_mm_shuffle_epi32(_mm_castpd_si128(_mm_xor_pd(e, s)), 0xF5), 31);
@@ -136,10 +135,10 @@ HWY_INLINE __m128 FmaSse4(__m128 a, __m128 b, __m128 c) {
 #endif
 
 // a * b + c with one rounding (fused multiply-add) on every target: the instruction where the target has it
-// (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA); on SSE4 an exact emulation in double (FmaSse4);
-// elsewhere (EMU128/SCALAR) std::fmaf per lane, which is correctly rounded
-// by definition. Every target therefore computes the same values (test FusedMultiplyAddIsFmaf checks each target
-// against std::fmaf); the emulations make SSE4 and EMU128/SCALAR slower, never different.
+// (AVX2, AVX-512, NEON on AArch64, SVE: HWY_NATIVE_FMA); on SSE4 an exact emulation in double (FmaSse4); elsewhere
+// (EMU128/SCALAR) std::fmaf per lane, which is correctly rounded by definition. Every target therefore computes the
+// same values (test FusedMultiplyAddIsFmaf checks each target against std::fmaf); the emulations make SSE4 and
+// EMU128/SCALAR slower, never different.
 HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
 #if HWY_NATIVE_FMA
     (void)df;
@@ -251,12 +250,9 @@ HWY_INLINE VF ScaledPoly(DF df, VF r, const ExpFactors &f) {
 
 constexpr float kExpMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
 
-// t = x / ln2 + 1.5 * 2^23, fused. For |x| < 2^21 its bits are those of
-// 1.5 * 2^23 (0x4b400000) plus k = round(x / ln2): the exp's scale is 2^k.
-template <int kDegree>
-HWY_INLINE VF ExpShifted(DF df, VF x) {
-    return Fma(df, x, hn::Set(df, 1.44269504088896341f), hn::Set(df, kExpMagic));
-}
+// t = x / ln2 + 1.5 * 2^23, fused. For |x| < 2^21 its bits are those of 1.5 * 2^23 (0x4b400000) plus
+// k = round(x / ln2): the exp's scale is 2^k.
+HWY_INLINE VF ExpShifted(DF df, VF x) { return Fma(df, x, hn::Set(df, 1.44269504088896341f), hn::Set(df, kExpMagic)); }
 
 // exp(x) * a, without forming exp(x) alone (which would underflow/overflow before the multiplication by a).
 // General path (kFast false): x is clamped to [-172, 176] (beyond that exp(x) * a is 0 or infinite for any a in
@@ -271,7 +267,7 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const DI di;
     const VF magic = hn::Set(df, kExpMagic);
     const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
-    const VF t = kFast ? t_fast : ExpShifted<kDegree>(df, xc);
+    const VF t = kFast ? t_fast : ExpShifted(df, xc);
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
     VF r;
     if constexpr (kDegree <= 4) {
@@ -826,8 +822,8 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
         PrefetchAhead<kBias, kStream>(in + j);
         VF xe, xo;
         SplitBf16Pairs(df, in + j, xe, xo);
-        const VF te = ExpShifted<kDegree>(df, xe);
-        const VF to = ExpShifted<kDegree>(df, xo);
+        const VF te = ExpShifted(df, xe);
+        const VF to = ExpShifted(df, xo);
         const bool fast = InFastWindow(te, to, base);
         VF ve, vo;
         if (HWY_LIKELY(fast)) {
@@ -872,8 +868,8 @@ HWY_INLINE size_t RowPairs(DF df, const typename Storage<kType>::T *in, typename
         const VF x0 = Storage<kType>::Load(df, in + j);
         const VF x1 = Storage<kType>::Load(df, in + j + lanes);
         // A NaN lane's t is NaN, outside the window, so it sends its vectors down the general path.
-        const VF t0 = ExpShifted<kDegree>(df, x0);
-        const VF t1 = ExpShifted<kDegree>(df, x1);
+        const VF t0 = ExpShifted(df, x0);
+        const VF t1 = ExpShifted(df, x1);
         const float *wj1 = kBias == kWeightBias ? wj + lanes : w;
         if (HWY_LIKELY(InFastWindow(t0, t1, base))) {
             StorePair<kType, kBias, kGuard, kStream, true>(df, x0, x1, t0, t1, a, b, wj, wj1, row, out + j,
@@ -955,8 +951,8 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
     PrefetchAhead<kBias, kStream>(in + 2 * lanes);
     const VF x0 = S::Load(df, in), x1 = S::Load(df, in + lanes);
     const VF x2 = S::Load(df, in + 2 * lanes), x3 = S::Load(df, in + 3 * lanes);
-    const VF t0 = ExpShifted<kDegree>(df, x0), t1 = ExpShifted<kDegree>(df, x1);
-    const VF t2 = ExpShifted<kDegree>(df, x2), t3 = ExpShifted<kDegree>(df, x3);
+    const VF t0 = ExpShifted(df, x0), t1 = ExpShifted(df, x1);
+    const VF t2 = ExpShifted(df, x2), t3 = ExpShifted(df, x3);
     constexpr bool kGuarded = kBias != kNoBias && kGuard;
     const bool outside = !InputsInWindow(in, 4 * lanes, limit);  // tested with the guard where there is one
     if (!kGuarded && HWY_UNLIKELY(outside)) return false;
@@ -1036,8 +1032,8 @@ HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, cons
     VF xe0, xo0, xe1, xo1;
     SplitBf16Pairs(df, in, xe0, xo0);
     SplitBf16Pairs(df, in + 2 * lanes, xe1, xo1);
-    const VF te0 = ExpShifted<kDegree>(df, xe0), to0 = ExpShifted<kDegree>(df, xo0);
-    const VF te1 = ExpShifted<kDegree>(df, xe1), to1 = ExpShifted<kDegree>(df, xo1);
+    const VF te0 = ExpShifted(df, xe0), to0 = ExpShifted(df, xo0);
+    const VF te1 = ExpShifted(df, xe1), to1 = ExpShifted(df, xo1);
     const bool outside = !InputsInWindow(in, 4 * lanes, limit);  // tested with the guard where there is one
     if (kBias == kNoBias && HWY_UNLIKELY(outside)) return false;
     VF ve0, vo0, ve1, vo1;
@@ -1262,7 +1258,7 @@ HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out,
             PrefetchAhead<kWeightBias, kStream, true>(in[q] + j);
             for (size_t v = 0; v < kVectors; ++v) {
                 x[q][v] = hn::LoadU(df, in[q] + j + v * lanes);
-                t[q][v] = ExpShifted<kDegree>(df, x[q][v]);
+                t[q][v] = ExpShifted(df, x[q][v]);
                 offsets = hn::Or(offsets, WindowOffset(t[q][v], base[q]));
             }
         }
