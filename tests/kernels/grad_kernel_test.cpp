@@ -483,9 +483,20 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
     for (int64_t c : {64, 100, 1000, 1024, 1031}) {
         for (Variant v : {kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed}) {
             for (int64_t offset : {0, 1, 3, 6}) {
-                for (bool double_row : {false, true}) {
-                    const int64_t n = 9;
+                for (int shape = 0; shape < 4; ++shape) {
+                    const bool double_row = shape % 2 == 1;
+                    // shape >= 2: 40 rows, those from 7 on with row 7's a and b (as a mean without weights gives
+                    // every row), their own g and target column: runs of rows through the row loop at once.
+                    const int64_t n = shape >= 2 ? 40 : 9;
                     Problem p = MakeProblem(ACL_FLOAT, n, c, v, ++seed, 0, offset);
+                    if (shape >= 2) {
+                        for (int64_t i = 8; i < n - 1; ++i) {
+                            p.rows[i].a = p.rows[7].a;
+                            p.rows[i].b = p.rows[7].b;
+                            p.rows[i].kind = p.rows[7].kind;
+                            p.rows[i].flags = p.rows[7].flags;
+                        }
+                    }
                     p.rows[0] = p.rows[n - 1] = GradRowCoefficients{0, 0, 0, -1, kRowZero, 0};
                     p.rows[2] = GradRowCoefficients{NAN, NAN, 0.0, -1, kRowCompute, 0};
                     p.rows[5].b = 0.0;
@@ -500,7 +511,7 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
                     }
                     const std::string what = std::string(kernel.name) + " C=" + std::to_string(c) +
                                              " variant=" + std::to_string(v) + " offset=" + std::to_string(offset) +
-                                             (double_row ? " with a double row" : "");
+                                             " n=" + std::to_string(n) + (double_row ? " with a double row" : "");
                     const std::vector<uint8_t> ref = ReferenceOutput(p);
                     const std::vector<uint8_t> input = p.in;
                     const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});

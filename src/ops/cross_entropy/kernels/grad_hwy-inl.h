@@ -1706,6 +1706,14 @@ HWY_INLINE FlatPlan PlanFlatRows(const GradKernelArgs &args, const GradTile &til
 
 // The tile's rows as one run (see above); target_before/target_after as in GradTileContiguous, the first called
 // before anything of the row is written, the second once the row is done.
+// Rows that the row loop computes alike: the same a, b, kind and flags (g and the target column may differ: the
+// target element is stored apart, after its row).
+HWY_INLINE bool SameRowScale(const GradRowCoefficients &x, const GradRowCoefficients &y) {
+    return std::memcmp(&x.a, &y.a, sizeof(x.a)) == 0 && std::memcmp(&x.b, &y.b, sizeof(x.b)) == 0 &&
+           x.kind == y.kind && x.flags == y.flags;  // bitwise: +0 and -0 scale differently
+}
+constexpr size_t kFlatRunRows = 16;
+
 template <BiasKind kBias, class TargetBefore, class TargetAfter>
 HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &tile, const TargetBefore &target_before,
                                    const TargetAfter &target_after) {
@@ -1725,35 +1733,48 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
     size_t e = HWY_MIN(StreamPeel(out), end);
     if (e > 0) FlatBoundaryVector<kBias>(in, out, e, e, rows[0], none, false);
     size_t r = 0;  // the row of element e
+    decltype(target) run_targets[kFlatRunRows];
     while (e < end) {
         const size_t row_start = r * c;
-        const size_t row_end = row_start + c;
         const GradRowCoefficients &row = rows[r];
-        // The row's whole vectors (from e, aligned, to the last one that ends within the row).
+        // The rows from r on with this row's coefficients (every row of a mean or sum without weights or smoothing
+        // has them), up to kFlatRunRows, run as one range through the row loop: their target inputs are read first.
+        size_t run = 1;
+        if (row.kind != kRowZero) {
+            while (run < kFlatRunRows && r + run < tile_rows && SameRowScale(rows[r + run], row)) ++run;
+        }
+        run_targets[0] = target;
+        for (size_t q = 1; q < run; ++q) run_targets[q] = target_before(tile.row_begin + static_cast<int64_t>(r + q));
+        const size_t run_end = row_start + run * c;
+        // The run's whole vectors (from e, aligned, to the last one that ends within the run).
         size_t j = e - row_start;
         if (row.kind == kRowZero) {
             j = StreamZeros(out + row_start, j, c);
-        } else if (j + lanes <= c) {
+        } else if (j + lanes <= run * c) {
             const float a = static_cast<float>(row.a);
             const float b = static_cast<float>(row.b);
             const FastWindow window = RowFastWindow(a, b, true);
-            RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(df, in + row_start, out + row_start, j, c,
-                                                                        hn::Set(df, a), hn::Set(df, b), nullptr,
-                                                                        no_pairs, row, window, &j);
+            RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(df, in + row_start, out + row_start, j,
+                                                                        run * c, hn::Set(df, a), hn::Set(df, b),
+                                                                        nullptr, no_pairs, row, window, &j);
         }
         e = row_start + j;
         // The next row's target input, before anything of that row is written.
-        const bool last = r + 1 == tile_rows;
-        const auto next_target = last ? target : target_before(tile.row_begin + static_cast<int64_t>(r) + 1);
-        // The vector that ends this row and begins the next (or the tile's last, partial vector).
-        if (e < row_end) {
+        const size_t last_row = r + run - 1;
+        const bool last = last_row + 1 == tile_rows;
+        const auto next_target = last ? target : target_before(tile.row_begin + static_cast<int64_t>(last_row) + 1);
+        // The vector that ends the run and begins the next row (or the tile's last, partial vector).
+        if (e < run_end) {
             const size_t count = HWY_MIN(lanes, end - e);
-            FlatBoundaryVector<kBias>(in + e, out + e, count, row_end - e, row, last ? none : rows[r + 1], kCanStream);
+            FlatBoundaryVector<kBias>(in + e, out + e, count, run_end - e, rows[last_row],
+                                      last ? none : rows[last_row + 1], kCanStream);
             e += count;
         }
-        if (row.kind != kRowZero) target_after(tile.row_begin + static_cast<int64_t>(r), target);
+        if (row.kind != kRowZero) {
+            for (size_t q = 0; q < run; ++q) target_after(tile.row_begin + static_cast<int64_t>(r + q), run_targets[q]);
+        }
         target = next_target;
-        ++r;
+        r += run;
     }
 }
 
