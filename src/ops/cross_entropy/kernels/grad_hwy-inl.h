@@ -157,15 +157,6 @@ HWY_INLINE VF Fma(DF df, VF a, VF b, VF c) {
 #endif
 }
 
-// a * b + c, fused (one rounding) where kFused, else a multiplication and an addition (two). Every exp fuses (the
-// fp32 one too, since its arithmetic bounds it whenever memory runs fast: see the head of this file); the fp32 bias
-// subtraction m - b w_j does not, so that rows sharing b can form the product once (RowSegmentsWeighted).
-template <bool kFused>
-HWY_INLINE VF MulAddT(DF df, VF a, VF b, VF c) {
-    if constexpr (kFused) return Fma(df, a, b, c);
-    return hn::Add(hn::Mul(a, b), c);
-}
-
 // Minimax coefficients for exp(r) = 1 + r + r^2 (c2 + c3 r + ...) on [-ln2/2, ln2/2], relative error, c0 = c1 = 1
 // exact (bench/exp_poly_error.py measures their errors on that range). For fp32 (degree 6; the 16-bit degrees take
 // ScaledPoly below), ExpPolyMinusOne returns p(r) - 1 =
@@ -370,10 +361,12 @@ struct Storage<ACL_BF16> {
 // (no weights), or b * w_j.
 enum BiasKind { kNoBias, kConstBias, kWeightBias };
 
-// m - b * w_j (fused for the 16-bit types, see MulAddT), or m - b; w: the weights (kWeightBias only).
+// m - b * w_j, or m - b; w: the weights (kWeightBias only). Fused (one rounding) for the 16-bit types, as every exp
+// is; fp32 rounds the product first, so that rows sharing b can form it once (RowSegmentsWeighted).
 template <aclDataType kType, BiasKind kBias>
 HWY_INLINE VF SubBiasW(DF df, VF m, VF b, VF w) {
-    if constexpr (kBias == kWeightBias) return MulAddT<kType != ACL_FLOAT>(df, hn::Neg(b), w, m);
+    if constexpr (kBias == kWeightBias && kType != ACL_FLOAT) return Fma(df, hn::Neg(b), w, m);
+    if constexpr (kBias == kWeightBias) return hn::Add(hn::Mul(hn::Neg(b), w), m);
     (void)w;
     (void)df;
     return hn::Sub(m, b);
@@ -817,7 +810,6 @@ HWY_INLINE size_t RowLoopBf16Pairs(DF df, const uint16_t *in, uint16_t *out, siz
                                    const float *w, const GradRowCoefficients &row, FastWindow window) {
     const size_t lanes = hn::Lanes(df);
     const auto base = hn::Set(DU(), window.base);
-    constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
     for (; j + 2 * lanes <= count; j += 2 * lanes) {
         PrefetchAhead<kBias, kStream>(in + j);
         VF xe, xo;
@@ -855,7 +847,6 @@ HWY_INLINE size_t RowPairs(DF df, const typename Storage<kType>::T *in, typename
                            size_t end, VF a, VF b, const float *w, const GradRowCoefficients &row, FastWindow window) {
     const size_t lanes = hn::Lanes(df);
     const auto base = hn::Set(DU(), window.base);
-    constexpr int kDegree = kRowDegree<kType, kBias>;
     const float *wj = w;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if constexpr (kType == ACL_BF16) {
@@ -946,7 +937,6 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
                          const ExpFactors &a, VF b, const float *w, int16_t limit) {
     using S = Storage<kType>;
     const size_t lanes = hn::Lanes(df);
-    constexpr int kDegree = kRowDegree<kType, kBias>;
     PrefetchAhead<kBias, kStream>(in);
     PrefetchAhead<kBias, kStream>(in + 2 * lanes);
     const VF x0 = S::Load(df, in), x1 = S::Load(df, in + lanes);
@@ -1026,7 +1016,6 @@ template <BiasKind kBias, bool kNative, bool kStream>
 HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, const ExpFactors &a, VF b, const float *w,
                                   const float *we, const float *wo, bool screened, VF screen, int16_t limit) {
     const size_t lanes = hn::Lanes(df);
-    constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
     PrefetchAhead<kBias, kStream>(in);
     PrefetchAhead<kBias, kStream>(in + 2 * lanes);
     VF xe0, xo0, xe1, xo1;
@@ -2014,11 +2003,11 @@ void FmaArrays(const float *a, const float *b, const float *c, float *out, size_
     if (i < count) {
         constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
         alignas(HWY_MAX_BYTES) float va[kMax] = {}, vb[kMax] = {}, vc[kMax] = {};
-        std::memcpy(va, a + i, (count - i) * sizeof(float));
-        std::memcpy(vb, b + i, (count - i) * sizeof(float));
-        std::memcpy(vc, c + i, (count - i) * sizeof(float));
+        CopyInPartial(df, a + i, va, count - i);
+        CopyInPartial(df, b + i, vb, count - i);
+        CopyInPartial(df, c + i, vc, count - i);
         hn::Store(Fma(df, hn::Load(df, va), hn::Load(df, vb), hn::Load(df, vc)), df, va);
-        std::memcpy(out + i, va, (count - i) * sizeof(float));
+        CopyOutPartial(df, va, out + i, count - i);
     }
 }
 
