@@ -666,23 +666,13 @@ TEST_P(GradKernelTest, FusedMultiplyAddIsFmaf) {
         b.push_back(y);
         c.push_back(z);
     };
-    const auto bits = [&]() {
-        float f;
-        const uint32_t u = rng();
-        std::memcpy(&f, &u, sizeof(f));
-        return f;
-    };
+    const auto bits = [&]() { return BitsToFloat(static_cast<uint32_t>(rng())); };
     for (int k = 0; k < 200000; ++k) add(bits(), bits(), bits());
     std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
     for (int k = 0; k < 100000; ++k) {  // c cancels most of a * b
         const float x = unit(rng), y = unit(rng);
-        const float p = x * y;
-        uint32_t u;
-        std::memcpy(&u, &p, sizeof(u));
-        u += static_cast<uint32_t>(static_cast<int>(rng() % 7) - 3);
-        float z;
-        std::memcpy(&z, &u, sizeof(z));
-        add(x, y, -z);
+        const uint32_t near_product = FloatBits(x * y) + static_cast<uint32_t>(static_cast<int>(rng() % 7) - 3);
+        add(x, y, -BitsToFloat(near_product));
     }
     int halfway = 0;
     for (int k = 0; k < 100000; ++k) {  // 13-bit significands: the product has 25 or 26 bits, exact in double
