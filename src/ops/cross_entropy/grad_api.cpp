@@ -55,6 +55,39 @@ GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoe
     return args;
 }
 
+// The prologue of one call, shared by the plan's parts (RunGradPlan): part k collects its share of the row chunks,
+// the last part also the O(C) work on the weights (their sum and, for bf16, their de-interleaved copy), and each
+// part fills the coefficients of its own rows. Part 0 reports a bad target.
+class GradTaskPrologue final : public GradPrologue {
+public:
+    GradTaskPrologue(const CrossEntropyGradProblem &problem, GradRowCoefficients *rows, float *weight_pairs,
+                     TaskContext &context)
+        : problem_(problem), builder_(problem, rows), weight_pairs_(weight_pairs), context_(context) {}
+
+    void Collect(int part, int parts) override {
+        const int64_t chunks = builder_.Chunks();
+        for (int64_t k = chunks * part / parts; k < chunks * (part + 1) / parts; ++k) builder_.Collect(k);
+        if (part != parts - 1) return;
+        builder_.SummarizeWeights();
+        if (weight_pairs_ != nullptr) {
+            SplitWeightPairs(reinterpret_cast<const float *>(problem_.inputs[kWeight].Base()), problem_.c,
+                             weight_pairs_);
+        }
+    }
+
+    void Prepare(int part, int parts, int64_t row_begin, int64_t row_end) override {
+        (void)parts;
+        builder_.Fill(builder_.Finish(), row_begin, row_end);
+        if (part == 0) builder_.ReportBadTargets(context_);
+    }
+
+private:
+    const CrossEntropyGradProblem &problem_;
+    GradRowsBuilder builder_;
+    float *weight_pairs_;
+    TaskContext &context_;
+};
+
 class CrossEntropyGradState final : public OperatorState {
 public:
     CrossEntropyGradState(const CrossEntropyGradProblem &problem, const GradPlan &plan)
@@ -91,14 +124,10 @@ public:
             if (problem.Empty()) return;
             const uint64_t address = AlignUp(reinterpret_cast<uintptr_t>(workspace));
             auto *rows = reinterpret_cast<GradRowCoefficients *>(address);
-            ComputeGradRows(problem, rows, context);
             float *weight_pairs = nullptr;
-            if (NeedsWeightPairs(problem)) {
-                weight_pairs = reinterpret_cast<float *>(address + WeightPairsOffset(problem));
-                SplitWeightPairs(reinterpret_cast<const float *>(problem.inputs[kWeight].Base()), problem.c,
-                                 weight_pairs);
-            }
-            RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs));
+            if (NeedsWeightPairs(problem)) weight_pairs = reinterpret_cast<float *>(address + WeightPairsOffset(problem));
+            GradTaskPrologue prologue(problem, rows, weight_pairs, context);
+            RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs), &prologue);
         };
     }
 

@@ -13,6 +13,21 @@ namespace {
 // microseconds, and 32768 elements stream in about 10 (fp32, two cores sharing about 20 GB/s).
 constexpr int64_t kMinElementsPerThread = 1 << 15;
 
+// The range of output elements [begin, end) of part k: the N * C elements cut into plan.threads ranges whose sizes
+// differ by at most one.
+struct ElementRange {
+    int64_t begin;
+    int64_t end;
+};
+
+ElementRange PartElements(const GradPlan &plan, int64_t n, int64_t c, int k) {
+    const int64_t total = n * c;
+    // Exact integer arithmetic (n * c * k fits: n * c < 2^62 / threads in practice).
+    const int64_t begin = total / plan.threads * k + std::min<int64_t>(k, total % plan.threads);
+    const int64_t end = begin + total / plan.threads + (k < total % plan.threads ? 1 : 0);
+    return ElementRange{begin, end};
+}
+
 }  // namespace
 
 GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads) {
@@ -27,10 +42,7 @@ GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads) {
 }
 
 int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[3]) {
-    const int64_t total = n * c;
-    // Element ranges in exact integer arithmetic (n * c * k fits: n * c < 2^62 / threads in practice).
-    const int64_t begin = total / plan.threads * k + std::min<int64_t>(k, total % plan.threads);
-    const int64_t end = begin + total / plan.threads + (k < total % plan.threads ? 1 : 0);
+    const auto [begin, end] = PartElements(plan, n, c, k);
     if (begin >= end) return 0;
     int count = 0;
     int64_t row = begin / c;
@@ -54,17 +66,38 @@ int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[
     return count;
 }
 
-void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args) {
+void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue) {
     if (plan.threads <= 1) {
+        if (prologue != nullptr) {
+            prologue->Collect(0, 1);
+            prologue->Prepare(0, 1, 0, args.n);
+        }
         plan.kernel->run(args, GradTile{0, args.n, 0, args.c});
         ClearUpperVectorState();  // for the baseline code that follows on this thread (vector_state.h)
         return;
     }
+    // The rows whose first element lies in part k's range: [ceil(begin / c), ceil(end / c)).
+    const auto part_rows = [&](int k, int64_t *row_begin, int64_t *row_end) {
+        const auto [begin, end] = PartElements(plan, args.n, args.c, k);
+        *row_begin = (begin + args.c - 1) / args.c;
+        *row_end = (end + args.c - 1) / args.c;
+    };
 #pragma omp parallel num_threads(plan.threads)
     {
-        // The team may be smaller than asked (nested regions, OMP_THREAD_LIMIT): every range still runs once.
+        // The team may be smaller than asked (nested regions, OMP_THREAD_LIMIT): every part still runs once.
         const int team = omp_get_num_threads();
-        for (int k = omp_get_thread_num(); k < plan.threads; k += team) {
+        const int first = omp_get_thread_num();
+        if (prologue != nullptr) {
+            for (int k = first; k < plan.threads; k += team) prologue->Collect(k, plan.threads);
+#pragma omp barrier
+            for (int k = first; k < plan.threads; k += team) {
+                int64_t row_begin = 0, row_end = 0;
+                part_rows(k, &row_begin, &row_end);
+                prologue->Prepare(k, plan.threads, row_begin, row_end);
+            }
+#pragma omp barrier
+        }
+        for (int k = first; k < plan.threads; k += team) {
             GradTile tiles[3];
             const int count = PlanTiles(plan, args.n, args.c, k, tiles);
             for (int t = 0; t < count; ++t) plan.kernel->run(args, tiles[t]);

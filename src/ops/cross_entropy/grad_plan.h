@@ -29,8 +29,20 @@ GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads);
 // The tiles of thread k in [0, plan.threads): writes up to 3 into tiles and returns how many.
 int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[3]);
 
-// Runs the kernel over the whole output according to the plan.
-void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args);
+// What phase 2 does before the kernel, shared by the plan's threads (the coefficients, GradRowsBuilder). The plan
+// calls Collect(k, parts) for every part k in [0, parts), then, once all of them have returned, Prepare(k, parts,
+// row_begin, row_end) for every part, then the kernel: parts is plan.threads and each call may run on any thread.
+// Prepare's rows are those whose first element lies in part k's range of the output (PlanTiles): together the parts
+// cover every row once, and a part prepares the rows its own kernel tiles mostly read.
+class GradPrologue {
+public:
+    virtual ~GradPrologue() = default;
+    virtual void Collect(int part, int parts) = 0;
+    virtual void Prepare(int part, int parts, int64_t row_begin, int64_t row_end) = 0;
+};
+
+// Runs the kernel over the whole output according to the plan, after the prologue (if any), in one parallel region.
+void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue = nullptr);
 
 }  // namespace openaclnn::cross_entropy
 

@@ -100,70 +100,95 @@ struct RowAccess {
 
 }  // namespace
 
-void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows, TaskContext &context) {
+GradRowsBuilder::GradRowsBuilder(const CrossEntropyGradProblem &problem, GradRowCoefficients *rows)
+    : p_(problem), rows_(rows), weight_sum_(static_cast<double>(problem.c)), max_abs_weight_(1.0) {
+    const int64_t n = problem.n;
+    chunk_rows_ = std::max(kMinChunkRows, (n + kMaxChunks - 1) / kMaxChunks);
+    chunks_ = (n + chunk_rows_ - 1) / chunk_rows_;
+}
+
+void GradRowsBuilder::Collect(int64_t k) {
     ClearUpperVectorState();  // whatever ran last on this thread: this pass is baseline code (vector_state.h)
-    const Operand &weight = p.inputs[kWeight];
+    const RowAccess targets(p_.inputs[kTarget]);
+    const RowAccess weights(p_.inputs[kWeight]);
+    const aclDataType target_dtype = p_.target_dtype;
+    const int64_t c = p_.c;
+    const int64_t ignore_index = p_.ignore_index;
+    const int64_t begin = k * chunk_rows_;
+    const int64_t end = std::min(p_.n, begin + chunk_rows_);
+    GradRowChunkTotals totals;
+    // Without weights D is K: a count, exact in double (the sum of K ones in any order).
+    const bool weighted = weights.base != nullptr;
+    double weight_total = 0.0;
+    int64_t unmasked = 0;
+    for (int64_t i = begin; i < end; ++i) {
+        const int64_t t = LoadIndexAt(targets.At(i), target_dtype);
+        if (t == ignore_index) continue;
+        if (t < 0 || t >= c) {
+            if (totals.bad_rows++ == 0) {
+                totals.first_bad_row = i;
+                totals.first_bad_target = t;
+            }
+            continue;
+        }
+        if (weighted) weight_total += LoadFloatAt(weights.At(t), ACL_FLOAT);
+        ++unmasked;
+    }
+    totals.weight_total = weighted ? weight_total : static_cast<double>(unmasked);
+    totals.unmasked = unmasked;
+    totals_[k] = totals;
+}
+
+void GradRowsBuilder::SummarizeWeights() {
+    // Without label smoothing b is 0: W is not used, and the guard that kRowSmallBias lets a kernel skip never flags
+    // a lane of a row with b = 0, so the flag changes nothing there.
+    if (!p_.inputs[kWeight].present || p_.label_smoothing == 0.0) return;
+    ClearUpperVectorState();
+    const WeightSummary summary = cross_entropy::SummarizeWeights(p_.inputs[kWeight], p_.c, p_.dtype);
+    weight_sum_ = summary.sum;
+    max_abs_weight_ = summary.max_abs;
+}
+
+GradRowScales GradRowsBuilder::Finish() const {
+    double weight_total = 0.0;  // D
+    int64_t unmasked = 0;       // K
+    for (int64_t k = 0; k < chunks_; ++k) {
+        weight_total += totals_[k].weight_total;
+        unmasked += totals_[k].unmasked;
+    }
+    const bool mean = p_.reduction == Reduction::kMean;
+    GradRowScales scales;
+    // A mean over zero total weight drops the cross-entropy terms altogether (DESIGN.md: zeros), even for an
+    // infinite or NaN gradLoss, which a factor of 0 would turn into NaN.
+    scales.ce_vanishes = mean && weight_total == 0.0;
+    scales.nll_scale = mean && !scales.ce_vanishes ? 1.0 / weight_total : 1.0;
+    scales.zloss_scale = mean ? (unmasked != 0 ? 1.0 / static_cast<double>(unmasked) : 0.0) : 1.0;
+    scales.weight_sum = weight_sum_;
+    scales.max_abs_weight = max_abs_weight_;
+    return scales;
+}
+
+void GradRowsBuilder::Fill(const GradRowScales &scales, int64_t begin, int64_t end) const {
+    ClearUpperVectorState();
+    const CrossEntropyGradProblem &p = p_;
     const RowAccess targets(p.inputs[kTarget]);
-    const RowAccess weights_at(weight);
+    const RowAccess weights_at(p.inputs[kWeight]);
     const RowAccess grad_losses(p.inputs[kGradLoss]);
     const RowAccess grad_zlosses(p.inputs[kGradZloss]);
     const RowAccess lses(p.inputs[kLseForZloss]);
     const aclDataType target_dtype = p.target_dtype;
     const aclDataType dtype = p.dtype;
-    const int64_t n = p.n;
     const int64_t c = p.c;
     const int64_t ignore_index = p.ignore_index;
     const bool per_row = p.reduction == Reduction::kNone;
     const bool zloss = p.zloss_scale != 0.0;
+    const bool ce_vanishes = scales.ce_vanishes;
+    const double nll_scale = scales.nll_scale;
+    const double zloss_scale = scales.zloss_scale;
+    const double smoothing = p.label_smoothing;
     const auto class_weight = [&](int64_t j) {
         return weights_at.base != nullptr ? LoadFloatAt(weights_at.At(j), ACL_FLOAT) : 1.0;
     };
-
-    // Pass 1: classify rows, and the denominators in row order. (The first bad target is reported after the loop,
-    // so that no call inside it keeps the sums in memory.)
-    double weight_total = 0.0;  // D
-    int64_t unmasked = 0;       // K
-    int64_t bad_rows = 0;
-    int64_t first_bad_row = 0;
-    int64_t first_bad_target = 0;
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    for (int64_t i = 0; i < n; ++i) {
-        const int64_t t = LoadIndexAt(targets.At(i), target_dtype);
-        GradRowCoefficients &row = rows[i];
-        if (t == ignore_index) {
-            row = GradRowCoefficients{0.0, 0.0, 0.0, -1, kRowZero, 0};
-        } else if (t < 0 || t >= c) {
-            row = GradRowCoefficients{nan, nan, 0.0, -1, kRowCompute, 0};
-            if (bad_rows++ == 0) {
-                first_bad_row = i;
-                first_bad_target = t;
-            }
-        } else {
-            row = GradRowCoefficients{0.0, 0.0, 0.0, t, kRowCompute, 0};
-            weight_total += class_weight(t);
-            ++unmasked;
-        }
-    }
-    if (bad_rows != 0) {
-        context.RecordError(
-            ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
-            Format("aclnnCrossEntropyLossGrad: target[%lld] is %lld, expected a class index in [0, %lld) or "
-                   "ignoreIndex (%lld); that row of out is NaN",
-                   static_cast<long long>(first_bad_row), static_cast<long long>(first_bad_target),
-                   static_cast<long long>(c), static_cast<long long>(ignore_index)));
-    }
-
-    const bool mean = p.reduction == Reduction::kMean;
-    // Without label smoothing b is 0: W is not used, and the guard that kRowSmallBias lets a kernel skip never flags
-    // a lane of a row with b = 0, so the flag changes nothing there.
-    WeightSummary weights{static_cast<double>(p.c), 1.0};
-    if (weight.present && p.label_smoothing != 0.0) weights = SummarizeWeights(weight, p.c, p.dtype);
-    // A mean over zero total weight drops the cross-entropy terms altogether (DESIGN.md: zeros), even for an
-    // infinite or NaN gradLoss, which a factor of 0 would turn into NaN.
-    const bool ce_vanishes = mean && weight_total == 0.0;
-    const double nll_scale = mean && !ce_vanishes ? 1.0 / weight_total : 1.0;
-    const double zloss_scale = mean ? (unmasked != 0 ? 1.0 / static_cast<double>(unmasked) : 0.0) : 1.0;
-    const double smoothing = p.label_smoothing;
 
     // The terms that depend on gradLoss (and gradZloss) alone: once per row for reduction none, once per call
     // otherwise (one scalar each). The expressions, and so the bits, are the same either way.
@@ -178,29 +203,58 @@ void ComputeGradRows(const CrossEntropyGradProblem &p, GradRowCoefficients *rows
         GradTerms t;
         const double g = LoadFloatAt(grad_losses.At(k), dtype);
         t.nll_factor = g * (1.0 - smoothing);
-        t.smooth = ce_vanishes ? 0.0 : g * smoothing / static_cast<double>(p.c) * nll_scale;
-        t.smooth_sum = t.smooth * weights.sum;
-        t.flags = GradRowFlags(t.smooth, weights.max_abs);
+        t.smooth = ce_vanishes ? 0.0 : g * smoothing / static_cast<double>(c) * nll_scale;
+        t.smooth_sum = t.smooth * scales.weight_sum;
+        t.flags = GradRowFlags(t.smooth, scales.max_abs_weight);
         if (zloss) t.g_plus_gz = g + (grad_zlosses.base != nullptr ? LoadFloatAt(grad_zlosses.At(k), dtype) : 0.0);
         return t;
     };
     const GradTerms shared = per_row ? GradTerms{} : terms_of(0);
 
-    // Pass 2: the coefficients of each unmasked, valid row.
     const double zloss_factor = 2.0 * p.zloss_scale;
-    for (int64_t i = 0; i < n; ++i) {
-        GradRowCoefficients &row = rows[i];
-        if (row.kind != kRowCompute || row.col < 0) continue;
-        const GradTerms t = per_row ? terms_of(i) : shared;
-        const double nll = ce_vanishes ? 0.0 : t.nll_factor * class_weight(row.col) * nll_scale;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int64_t i = begin; i < end; ++i) {
+        GradRowCoefficients &row = rows_[i];
+        const int64_t t = LoadIndexAt(targets.At(i), target_dtype);
+        if (t == ignore_index) {
+            row = GradRowCoefficients{0.0, 0.0, 0.0, -1, kRowZero, 0};
+            continue;
+        }
+        if (t < 0 || t >= c) {
+            row = GradRowCoefficients{nan, nan, 0.0, -1, kRowCompute, 0};
+            continue;
+        }
+        const GradTerms terms = per_row ? terms_of(i) : shared;
+        const double nll = ce_vanishes ? 0.0 : terms.nll_factor * class_weight(t) * nll_scale;
         double lse_grad = 0.0;
-        if (zloss) lse_grad = zloss_factor * LoadFloatAt(lses.At(i), dtype) * t.g_plus_gz * zloss_scale;
-        row.a = nll + t.smooth_sum + lse_grad;
-        row.b = t.smooth;
-        row.g = nll;
-        row.flags = t.flags;
-        if (row.a == 0.0 && row.b == 0.0 && row.g == 0.0) row.kind = kRowZero;
+        if (zloss) lse_grad = zloss_factor * LoadFloatAt(lses.At(i), dtype) * terms.g_plus_gz * zloss_scale;
+        const double a = nll + terms.smooth_sum + lse_grad;
+        const double b = terms.smooth;
+        const int32_t kind = a == 0.0 && b == 0.0 && nll == 0.0 ? kRowZero : kRowCompute;
+        row = GradRowCoefficients{a, b, nll, t, kind, terms.flags};
     }
+}
+
+void GradRowsBuilder::ReportBadTargets(TaskContext &context) const {
+    for (int64_t k = 0; k < chunks_; ++k) {
+        const GradRowChunkTotals &totals = totals_[k];
+        if (totals.bad_rows == 0) continue;
+        context.RecordError(
+            ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+            Format("aclnnCrossEntropyLossGrad: target[%lld] is %lld, expected a class index in [0, %lld) or "
+                   "ignoreIndex (%lld); that row of out is NaN",
+                   static_cast<long long>(totals.first_bad_row), static_cast<long long>(totals.first_bad_target),
+                   static_cast<long long>(p_.c), static_cast<long long>(p_.ignore_index)));
+        return;
+    }
+}
+
+void ComputeGradRows(const CrossEntropyGradProblem &problem, GradRowCoefficients *rows, TaskContext &context) {
+    GradRowsBuilder builder(problem, rows);
+    for (int64_t k = 0; k < builder.Chunks(); ++k) builder.Collect(k);
+    builder.SummarizeWeights();
+    builder.Fill(builder.Finish(), 0, problem.n);
+    builder.ReportBadTargets(context);
 }
 
 }  // namespace openaclnn::cross_entropy
