@@ -151,6 +151,17 @@ TEST_P(GradRandomTest, OutOfRangeTargets) {
             if (!Run(cfg)) return;
         }
     }
+    // Several bad rows in different chunks of rows (1024 each here) and in both threads' parts of the output (the
+    // coefficients' first pass runs per chunk, in parallel): the message names the first of them.
+    for (int reduction = 0; reduction < 3; ++reduction, ++k) {
+        CaseConfig cfg = RandomConfig(SeedBase() + 400000 + k, GetParam(), 5000, 17);
+        cfg.target_dtype = ACL_INT64;
+        cfg.reduction = reduction;
+        cfg.ignore_index = -100;
+        cfg.ignore = IgnoreKind::kSomeHit;
+        cfg.bad_targets = {4100, 99, 1500, -3, 2049, 17};
+        if (!Run(cfg)) return;
+    }
 }
 
 // All rows ignored with mean: every element +-0, z-loss or not.
@@ -224,7 +235,9 @@ TEST(GradOverflow, Float16GoesToInfinity) {
 
 std::vector<CaseConfig> DeterminismConfigs(ViewKind view) {
     std::vector<CaseConfig> configs;
-    const int64_t shapes[][2] = {{67, 1031}, {5, 131073}, {3001, 7}, {300, 50}};
+    // 12000 x 14: enough elements for five threads, over twelve chunks of rows (the coefficients' first pass) that
+    // the threads share differently at each count.
+    const int64_t shapes[][2] = {{67, 1031}, {5, 131073}, {3001, 7}, {300, 50}, {12000, 14}};
     uint64_t k = 0;
     for (aclDataType dt : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
         for (const auto &s : shapes) {
