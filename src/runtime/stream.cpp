@@ -1,6 +1,7 @@
 // Streams: in-order asynchronous queues. Each stream has a worker thread that runs its tasks in order; a
 // synchronising thread that finds the worker idle runs the queued tasks itself (still in order, still one at a
-// time), which saves a thread hand-off on the small calls where latency is all there is.
+// time), and a small task enqueued on an idle stream runs at once on the enqueuing thread: both save a thread
+// hand-off on the small calls where latency is all there is.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -27,13 +28,29 @@ public:
         worker_.join();
     }
 
-    void Enqueue(Task task) {
-        bool wake = false;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            queue_.push_back(std::move(task));
-            wake = !running_;
+    // A small task (see EnqueueTask) finding the stream idle runs here and now, on the calling thread: handing it to
+    // the worker would cost more than running it (a wake-up, then a wait in Synchronize: 4-10 us a round trip on
+    // the development machine, against about 1 us for N = 8, C = 10). Tasks queued meanwhile wait for it, then go
+    // to the worker; a Synchronize meanwhile waits for it as for the worker.
+    void Enqueue(Task task, bool small) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (small && !running_ && queue_.empty()) {
+            running_ = true;
+            lock.unlock();
+            task(*this);
+            task = nullptr;  // release captured state outside the lock
+            lock.lock();
+            running_ = false;
+            if (queue_.empty()) {
+                idle_.notify_all();
+            } else {
+                work_ready_.notify_one();
+            }
+            return;
         }
+        queue_.push_back(std::move(task));
+        const bool wake = !running_;
+        lock.unlock();
         if (wake) work_ready_.notify_one();
     }
 
@@ -123,10 +140,10 @@ std::shared_ptr<Stream> Resolve(aclrtStream handle) {
 
 bool IsLiveStream(aclrtStream stream) { return Resolve(stream) != nullptr; }
 
-aclError EnqueueTask(aclrtStream handle, Task task) {
+aclError EnqueueTask(aclrtStream handle, Task task, bool small) {
     std::shared_ptr<Stream> stream = Resolve(handle);
     if (!stream) return Fail(ACL_ERROR_INVALID_PARAM, "stream %p is not a live stream", handle);
-    stream->Enqueue(std::move(task));
+    stream->Enqueue(std::move(task), small);
     return ACL_SUCCESS;
 }
 

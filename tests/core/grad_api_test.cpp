@@ -696,6 +696,58 @@ TEST_F(GradExecutorTest, OperatorAndAsyncCopiesRunInStreamOrder) {
     EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
 }
 
+// Small calls (N = 8, C = 10 here) and small copies may run on the calling thread, but only on a stream with nothing
+// queued or running: behind a long copy that stages their input, a small copy of that input, the op and the download
+// each wait their turn.
+TEST_F(GradExecutorTest, SmallCallsKeepTheStreamOrder) {
+    constexpr size_t kLongBytes = size_t{256} << 20;  // tens of milliseconds of copying
+    void *long_src = nullptr;
+    void *long_dst = nullptr;
+    ASSERT_EQ(aclrtMalloc(&long_src, kLongBytes, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+    ASSERT_EQ(aclrtMalloc(&long_dst, kLongBytes, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+    aclrtStream stream = nullptr;
+    ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+    for (uint64_t seed = 61; seed < 64; ++seed) {
+        auto pr = MakeProblem(seed, 8, 10);
+        const std::vector<uint8_t> staged = pr->log_prob->host();
+        ASSERT_EQ(aclrtMemcpy(long_src, kLongBytes, staged.data(), staged.size(), ACL_MEMCPY_HOST_TO_DEVICE),
+                  ACL_SUCCESS);
+        FillPoison(ACL_FLOAT, pr->log_prob->host().data(), pr->log_prob->layout().StorageElements());
+        pr->log_prob->Upload();  // device holds poison until the async copies run
+        std::vector<uint8_t> poison(staged.size());
+        FillPoison(ACL_FLOAT, poison.data(), static_cast<int64_t>(poison.size() / sizeof(float)));
+        ASSERT_EQ(aclrtMemcpy(long_dst, kLongBytes, poison.data(), poison.size(), ACL_MEMCPY_HOST_TO_DEVICE),
+                  ACL_SUCCESS);
+        ASSERT_EQ(aclrtMemcpyAsync(long_dst, kLongBytes, long_src, kLongBytes, ACL_MEMCPY_DEVICE_TO_DEVICE, stream),
+                  ACL_SUCCESS);
+        ASSERT_EQ(aclrtMemcpyAsync(pr->log_prob->device(), pr->log_prob->bytes(), long_dst, staged.size(),
+                                   ACL_MEMCPY_DEVICE_TO_DEVICE, stream),
+                  ACL_SUCCESS);
+        uint64_t size = 0;
+        aclOpExecutor *executor = nullptr;
+        ASSERT_EQ(GradPhase1(pr->call, &size, &executor), ACLNN_SUCCESS);
+        ASSERT_EQ(aclnnCrossEntropyLossGrad(Workspace(size), size, executor, stream), ACLNN_SUCCESS);
+        std::vector<uint8_t> result(pr->out->bytes());
+        ASSERT_EQ(aclrtMemcpyAsync(result.data(), result.size(), pr->out->device(), pr->out->bytes(),
+                                   ACL_MEMCPY_DEVICE_TO_HOST, stream),
+                  ACL_SUCCESS);
+        ASSERT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
+        pr->out->Download();
+        EXPECT_EQ(result, pr->out->host()) << "seed " << seed;
+        EXPECT_EQ(CountMismatches(*pr->out, pr->p), 0) << "seed " << seed;
+        // And on the idle stream, with nothing before it.
+        ASSERT_EQ(GradPhase1(pr->call, &size, &executor), ACLNN_SUCCESS);
+        FillPoison(ACL_FLOAT, pr->out->host().data(), pr->out->layout().StorageElements());
+        pr->out->Upload();
+        ASSERT_EQ(aclnnCrossEntropyLossGrad(Workspace(size), size, executor, stream), ACLNN_SUCCESS);
+        ASSERT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
+        EXPECT_EQ(CountMismatches(*pr->out, pr->p), 0) << "seed " << seed;
+    }
+    EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+    EXPECT_EQ(aclrtFree(long_src), ACL_SUCCESS);
+    EXPECT_EQ(aclrtFree(long_dst), ACL_SUCCESS);
+}
+
 TEST(GradDocumentedExample, PrintsTheDocumentedValues) {
     // The documentation's example through the helpers, output poisoned first.
     DeviceTensor gl(ACL_FLOAT, ContiguousLayout({}));
