@@ -80,8 +80,10 @@ inline float DoubleToFloatRoundToOdd(double d) {
     float f = static_cast<float>(d);
     if (static_cast<double>(f) == d) return f;
     if (std::isinf(f)) f = std::copysign(std::numeric_limits<float>::max(), f);
-    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);  // truncate toward zero
-    return BitsToFloat(FloatBits(f) | 1u);
+    uint32_t bits = FloatBits(f);
+    // Truncate toward zero: f is not zero here, so one less in its magnitude bits is its neighbour toward zero.
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --bits;
+    return BitsToFloat(bits | 1u);
 }
 
 inline uint16_t DoubleToHalf(double d) { return FloatToHalf(DoubleToFloatRoundToOdd(d)); }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "acl_helpers.h"
+#include "common/float_convert.h"
 #include "float_formats.h"
 
 namespace openaclnn::test {
@@ -297,6 +298,44 @@ TEST(Float16, RandomFloatsMatchIndependentRounding) {
         std::memcpy(&f, &bits, 4);
         if (std::isnan(f)) continue;
         ASSERT_EQ(aclFloatToFloat16(f), DoubleToHalfBits(f)) << std::hex << bits;
+    }
+}
+
+// The library's double -> fp16 / bf16 stores (round to odd into float, then to nearest even) against the tests' own
+// one-step rounding: doubles at and around every kind of midpoint of the 16-bit formats (where rounding twice to
+// nearest would go wrong), below and within the subnormal range, near overflow, and random bit patterns.
+TEST(Float16, DoublesRoundOnceToHalfAndBf16) {
+    std::mt19937_64 rng(777);
+    const auto check = [](double d) {
+        if (std::isnan(d)) {
+            EXPECT_TRUE(std::isnan(DecodeHalf(DoubleToHalf(d))));
+            EXPECT_TRUE(std::isnan(DecodeBf16(DoubleToBf16(d))));
+            return;
+        }
+        ASSERT_EQ(DoubleToHalf(d), DoubleToHalfBits(d)) << std::hexfloat << d;
+        ASSERT_EQ(DoubleToBf16(d), DoubleToBf16Bits(d)) << std::hexfloat << d;
+    };
+    for (int k = 0; k < 2000000; ++k) {
+        const uint16_t h = static_cast<uint16_t>(rng());
+        const bool bf16 = k % 2 != 0;
+        const double v = bf16 ? DecodeBf16(h) : DecodeHalf(h);
+        const double next = bf16 ? DecodeBf16(static_cast<uint16_t>(h + 1)) : DecodeHalf(static_cast<uint16_t>(h + 1));
+        if (!std::isfinite(v) || !std::isfinite(next)) continue;
+        const double mid = v + (next - v) / 2;  // exact: a few more bits than the format's
+        const double tiny = std::fabs(mid) * 0x1p-50 + 0x1p-1070;
+        const double fraction = std::ldexp(static_cast<double>(rng() >> 11), -53);  // [0, 1)
+        for (double d : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, 2 * mid), mid + tiny, mid - tiny,
+                         v + (next - v) * fraction, mid + (next - v) * 0x1p-30 * fraction}) {
+            check(d);
+        }
+    }
+    for (int k = 0; k < 2000000; ++k) {
+        uint64_t bits = rng();
+        // Exponents from below fp16's subnormals (2^-30) to beyond bf16's overflow, half of the time.
+        if (k % 2) bits = (bits & 0x800fffffffffffffull) | (static_cast<uint64_t>(1023 - 30 + rng() % 190) << 52);
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        check(d);
     }
 }
 

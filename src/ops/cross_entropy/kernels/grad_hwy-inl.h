@@ -60,6 +60,7 @@
 #include "common/hwy_float_convert-inl.h"
 #include "hwy/highway.h"
 #include "kernels/grad_hwy_shared.h"
+#include "ops/common/element_access.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace openaclnn::cross_entropy::HWY_NAMESPACE {
@@ -1770,6 +1771,19 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
     }
 }
 
+// The target column's element, computed exactly as the reference kernel computes every element (double, one
+// rounding): *out = round(exp(x) a - b weight - g). Compiled for each target: as baseline code called from the vector
+// code it ran with the upper halves of the vector registers dirty (vector_state.h), and 16384 x 10 bf16 spent 23% of
+// its time in it (fp32: 5%). Its double operations and conversions are exact IEEE ones, and exp is the C library's
+// on every target, so every target stores the same bits.
+template <aclDataType kType>
+HWY_INLINE void StoreTarget(const typename Storage<kType>::T *x, typename Storage<kType>::T *out,
+                            const GradRowCoefficients &row, double weight) {
+    double value = std::exp(LoadElement<kType>(x, 0)) * row.a - row.b * weight;
+    value -= row.g;
+    StoreElement<kType>(out, 0, value);
+}
+
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
 template <aclDataType kType, bool kNative>
 HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
@@ -1810,7 +1824,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         if (!target.present) return;
         const GradRowCoefficients &row = args.rows[i];
         const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
-        StoreTargetElement(kType, &target.x, out_row(i) + (row.col - tile.col_begin), row, weight);
+        StoreTarget<kType>(&target.x, out_row(i) + (row.col - tile.col_begin), row, weight);
     };
     const bool in_place = args.out == args.log_prob;
     const auto target_before = [&](int64_t i) { return in_place ? read_target(i) : TargetInput{false, T{}}; };
@@ -1925,7 +1939,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
 // Any other layout (a column stride other than 1 for logProb or out, e.g. a transposed view, or a strided weight):
 // the tile is cut into chunks of kGatherColumns columns; for each chunk the weights are gathered once into a stack
 // buffer, then for each row the chunk of logProb is gathered, run through exactly the contiguous code above
-// (RowSegmentAnyBias, StoreTargetElement) into a second buffer, and scattered to out. Every element therefore gets
+// (RowSegmentAnyBias, StoreTarget) into a second buffer, and scattered to out. Every element therefore gets
 // the bits the contiguous layout gives it: no element depends on its neighbours, on where a vector starts or on
 // which path (fast or general exp, vector or partial tail) its vector took (see ScaledExp and RowPartial).
 // Chunk-outer, row-inner order keeps a column-major view cache-friendly: consecutive rows of one chunk lie in the
@@ -1965,7 +1979,7 @@ HWY_INLINE void GradTileGathered(const GradKernelArgs &args, const GradTile &til
             RowSegmentAnyBias<kType, kNative>(in_buf, out_buf, count, row, w, pairs, weights, /*stream=*/false);
             if (row.col >= j0 && row.col < j0 + static_cast<int64_t>(count)) {
                 const size_t k = static_cast<size_t>(row.col - j0);
-                StoreTargetElement(kType, &in_buf[k], &out_buf[k], row, w ? static_cast<double>(w[k]) : 1.0);
+                StoreTarget<kType>(&in_buf[k], &out_buf[k], row, w ? static_cast<double>(w[k]) : 1.0);
             }
             for (size_t k = 0; k < count; ++k) out[static_cast<int64_t>(k) * out_cs] = out_buf[k];
         }

@@ -62,13 +62,6 @@ StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
             g_streaming_row_bytes.exchange(thresholds.row_bytes)};
 }
 
-void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight) {
-    // The reference kernel's expression, operation for operation (this file is built with -ffp-contract=off).
-    double value = std::exp(LoadFloatAt(static_cast<const char *>(x), dtype)) * row.a - row.b * weight;
-    value -= row.g;
-    StoreFloatAt(static_cast<char *>(out), dtype, value);
-}
-
 void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight) {
     StoreFloatAt(static_cast<char *>(out), dtype, std::exp(static_cast<double>(x)) * a - b * weight);
 }

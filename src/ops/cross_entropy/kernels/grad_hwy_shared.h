@@ -90,10 +90,6 @@ inline int16_t FastInputLimit(aclDataType dtype, int exponent) {
     return dtype == ACL_BF16 ? kFastInputLimits.bf16[index] : kFastInputLimits.fp16[index];
 }
 
-// The target column's element, computed exactly as the reference kernel computes every element (double, one
-// rounding): *out = round(exp(x) * a - b * weight - g). x points to one element of the storage type.
-void StoreTargetElement(aclDataType dtype, const void *x, void *out, const GradRowCoefficients &row, double weight);
-
 // Whether a row's coefficients are outside what the vector path's fp32 arithmetic represents exactly enough: |a|
 // nonzero and finite but outside [2^-125, 2^76], or |b| outside [2^-125, 2^126] (a gradLoss near fp32's smallest or
 // beyond 1e22, a total weight near fp32's limits). As floats they would be subnormal, zero or infinite, or exp(r) * a
