@@ -10,3 +10,6 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/kernels/sources.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/kernels/sources.cmake)
 endif()
 target_include_directories(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+# The reference kernel computes ExpDouble's steps one rounding each, as the SIMD kernels do: no contraction.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/kernels/grad_reference.cpp
+    PROPERTIES COMPILE_OPTIONS "${OPENACLNN_KERNEL_COMPILE_OPTIONS}")

@@ -59,6 +59,7 @@
 #include "hwy/cache_control.h"
 #include "common/hwy_float_convert-inl.h"
 #include "hwy/highway.h"
+#include "common/exp_double.h"
 #include "kernels/grad_hwy_shared.h"
 #include "ops/common/element_access.h"
 
@@ -1429,6 +1430,100 @@ HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_
     }
 }
 
+// ---- target elements ------------------------------------------------------------------------------------------------
+
+// The target column's element, computed exactly as the reference kernel computes every element (double, one
+// rounding): *out = round(exp(x) a - b weight - g), exp being ExpDouble (common/exp_double.h). Compiled for each target:
+// as baseline code called from the vector code it ran with the upper halves of the vector registers dirty
+// (vector_state.h), and 16384 x 10 bf16 spent 23% of its time in it (fp32: 5%). Its double operations and conversions
+// are exact IEEE ones, so every target stores the same bits.
+template <aclDataType kType>
+HWY_INLINE void StoreTarget(const typename Storage<kType>::T *x, typename Storage<kType>::T *out,
+                            const GradRowCoefficients &row, double weight) {
+    double value = ExpDouble(LoadElement<kType>(x, 0)) * row.a - row.b * weight;
+    value -= row.g;
+    StoreElement<kType>(out, 0, value);
+}
+
+using DD = hn::ScalableTag<double>;
+using VD = hn::Vec<DD>;
+
+// ExpDouble over a vector of doubles: the same steps in the same order, so every lane gets the scalar function's bits,
+// on every target.
+HWY_INLINE VD ExpDoubleV(DD dd, VD x) {
+    namespace ed = exp_double;
+    const hn::RebindToSigned<DD> di;
+    const VD round = hn::Set(dd, ed::kRound);
+    const VD xc = hn::Min(hn::Max(x, hn::Set(dd, ed::kLowest)), hn::Set(dd, ed::kHighest));  // NaN: see the end
+    const VD t = hn::Add(hn::Mul(xc, hn::Set(dd, ed::kLog2e)), round);
+    const VD kd = hn::Sub(t, round);
+    const auto k = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, round));
+    const VD r_hi = hn::Sub(xc, hn::Mul(kd, hn::Set(dd, ed::kLn2Hi)));
+    const VD r_lo = hn::Mul(kd, hn::Set(dd, ed::kLn2Lo));
+    const VD r = hn::Sub(r_hi, r_lo);
+    VD p = hn::Set(dd, ed::kTaylor[0]);
+    for (int i = 1; i < 12; ++i) p = hn::Add(hn::Mul(p, r), hn::Set(dd, ed::kTaylor[i]));
+    const VD small = hn::Sub(hn::Mul(hn::Mul(r, r), p), r_lo);
+    const VD s_hi = hn::Add(r_hi, small);
+    const VD s_b = hn::Sub(s_hi, r_hi);
+    const VD s_lo = hn::Add(hn::Sub(r_hi, hn::Sub(s_hi, s_b)), hn::Sub(small, s_b));
+    const VD one = hn::Set(dd, 1.0);
+    const VD m_hi = hn::Add(one, s_hi);
+    const VD m_lo = hn::Add(hn::Sub(one, m_hi), s_hi);
+    const VD m = hn::Add(m_hi, hn::Add(m_lo, s_lo));
+    const auto k1 = hn::ShiftRight<1>(k);
+    const auto k2 = hn::Sub(k, k1);
+    const auto bias = hn::Set(di, int64_t{1023});
+    const VD scale1 = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(k1, bias)));
+    const VD scale2 = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(k2, bias)));
+    const VD e = hn::Mul(hn::Mul(m, scale1), scale2);
+    return hn::IfThenElse(hn::IsNaN(x), hn::Add(x, x), e);
+}
+
+// Target elements gathered from many rows (GradRowsPacked) and computed kSize at a time over vectors of doubles:
+// StoreTarget's expression, operation for operation, so the same bits. One at a time, the library exp and the call
+// around it were a quarter of 16384 x 10's time.
+template <aclDataType kType>
+class TargetBatch {
+public:
+    using T = typename Storage<kType>::T;
+
+    HWY_INLINE void Add(T x, const GradRowCoefficients &row, double weight, T *out) {
+        x_[count_] = LoadElement<kType>(&x, 0);
+        a_[count_] = row.a;
+        b_[count_] = row.b;
+        g_[count_] = row.g;
+        w_[count_] = weight;
+        out_[count_] = out;
+        if (++count_ == kSize) Flush();
+    }
+
+    HWY_INLINE void Flush() {
+        const DD dd;
+        const size_t lanes = hn::Lanes(dd);
+        for (size_t i = count_; i % lanes != 0; ++i) x_[i] = a_[i] = b_[i] = g_[i] = w_[i] = 0.0;
+        for (size_t i = 0; i < count_; i += lanes) {
+            const VD e = ExpDoubleV(dd, hn::Load(dd, x_ + i));
+            VD value = hn::Sub(hn::Mul(e, hn::Load(dd, a_ + i)), hn::Mul(hn::Load(dd, b_ + i), hn::Load(dd, w_ + i)));
+            value = hn::Sub(value, hn::Load(dd, g_ + i));
+            hn::Store(value, dd, x_ + i);
+        }
+        for (size_t i = 0; i < count_; ++i) StoreElement<kType>(out_[i], 0, x_[i]);
+        count_ = 0;
+    }
+
+private:
+    static constexpr size_t kSize = 64;
+    static constexpr size_t kPadded = kSize + HWY_MAX_BYTES / sizeof(double);
+    alignas(HWY_MAX_BYTES) double x_[kPadded];
+    alignas(HWY_MAX_BYTES) double a_[kPadded];
+    alignas(HWY_MAX_BYTES) double b_[kPadded];
+    alignas(HWY_MAX_BYTES) double g_[kPadded];
+    alignas(HWY_MAX_BYTES) double w_[kPadded];
+    T *out_[kSize];
+    size_t count_ = 0;
+};
+
 // ---- packed rows of a few classes ------------------------------------------------------------------------------
 
 // Rows of at most kPackedMaxColumns classes, stored back to back (row stride C in logProb and out), are computed as
@@ -1546,14 +1641,14 @@ HWY_INLINE void PackedRunOfKind(const typename Storage<kType>::T *in, typename S
 
 // A tile of whole rows of C <= kPackedMaxColumns classes stored back to back, in chunks of rows (PackedRun). A chunk
 // whose rows need different variants, or one row the double path (RowNeedsDouble), goes row by row (single_row)
-// instead; rows of kind kRowZero are zeroed after the run, and the target columns recomputed after that
-// (target_before and target_after as in GradTileContiguous).
-template <aclDataType kType, class TargetBefore, class TargetAfter, class SingleRow>
+// instead; rows of kind kRowZero are zeroed after the run, and the target columns recomputed after that, together
+// (TargetBatch; their inputs from target_before and target_input, as in GradTileContiguous).
+template <aclDataType kType, class TargetBefore, class TargetInput, class SingleRow>
 HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile, const WeightTraits &weights,
-                               const TargetBefore &target_before, const TargetAfter &target_after,
+                               const TargetBefore &target_before, const TargetInput &target_input,
                                const SingleRow &single_row) {
     using T = typename Storage<kType>::T;
-    using TargetInput = decltype(target_before(int64_t{0}));
+    using Target = decltype(target_before(int64_t{0}));
     const DF df;
     const size_t lanes = hn::Lanes(df);
     const size_t c = static_cast<size_t>(args.c);
@@ -1576,7 +1671,8 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
         w_run = w_run_buf;
     }
     PackedCoefficients coef;
-    TargetInput targets[kPackedChunk];
+    Target targets[kPackedChunk];
+    TargetBatch<kType> batch;
     for (size_t r0 = 0; r0 < tile_rows; r0 += chunk_rows) {
         const size_t rows = HWY_MIN(chunk_rows, tile_rows - r0);
         const GradRowCoefficients *chunk = args.rows + tile.row_begin + static_cast<int64_t>(r0);
@@ -1613,10 +1709,15 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
         for (size_t r = 0; r < rows; ++r) {
             if (chunk[r].kind == kRowZero) {
                 ZeroSegment(chunk_out + r * c, c);
-            } else {
-                target_after(first + static_cast<int64_t>(r), targets[r]);
+                continue;
             }
+            const Target target = target_input(first + static_cast<int64_t>(r), targets[r]);
+            if (!target.present) continue;
+            const GradRowCoefficients &row = chunk[r];
+            const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+            batch.Add(target.x, row, weight, chunk_out + r * c + row.col);
         }
+        batch.Flush();  // the chunk's target elements while its rows are in the cache
     }
 }
 
@@ -1771,19 +1872,6 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
     }
 }
 
-// The target column's element, computed exactly as the reference kernel computes every element (double, one
-// rounding): *out = round(exp(x) a - b weight - g). Compiled for each target: as baseline code called from the vector
-// code it ran with the upper halves of the vector registers dirty (vector_state.h), and 16384 x 10 bf16 spent 23% of
-// its time in it (fp32: 5%). Its double operations and conversions are exact IEEE ones, and exp is the C library's
-// on every target, so every target stores the same bits.
-template <aclDataType kType>
-HWY_INLINE void StoreTarget(const typename Storage<kType>::T *x, typename Storage<kType>::T *out,
-                            const GradRowCoefficients &row, double weight) {
-    double value = std::exp(LoadElement<kType>(x, 0)) * row.a - row.b * weight;
-    value -= row.g;
-    StoreElement<kType>(out, 0, value);
-}
-
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
 template <aclDataType kType, bool kNative>
 HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &tile) {
@@ -1828,9 +1916,8 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     };
     const bool in_place = args.out == args.log_prob;
     const auto target_before = [&](int64_t i) { return in_place ? read_target(i) : TargetInput{false, T{}}; };
-    const auto target_after = [&](int64_t i, const TargetInput &before) {
-        store_target(i, in_place ? before : read_target(i));
-    };
+    const auto target_input = [&](int64_t i, const TargetInput &before) { return in_place ? before : read_target(i); };
+    const auto target_after = [&](int64_t i, const TargetInput &before) { store_target(i, target_input(i, before)); };
     // One row by itself.
     const auto single_row = [&](int64_t i) {
         const GradRowCoefficients &row = args.rows[i];
@@ -1844,7 +1931,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     };
     if (count == static_cast<size_t>(args.c) && count <= kPackedMaxColumns && args.log_prob_row_stride == args.c &&
         args.out_row_stride == args.c) {
-        GradRowsPacked<kType>(args, tile, weights, target_before, target_after, single_row);
+        GradRowsPacked<kType>(args, tile, weights, target_before, target_input, single_row);
         return;  // (no streaming stores: rows this short never stream one by one)
     }
     if constexpr (kType == ACL_FLOAT && kCanStream) {
@@ -2022,6 +2109,20 @@ void FmaArrays(const float *a, const float *b, const float *c, float *out, size_
         CopyInPartial(df, c + i, vc, count - i);
         hn::Store(Fma(df, hn::Load(df, va), hn::Load(df, vb), hn::Load(df, vc)), df, va);
         CopyOutPartial(df, va, out + i, count - i);
+    }
+}
+
+// ExpDoubleV over arrays (GradKernelInfo::exp_double): whole vectors, then the rest through a zero-padded vector.
+void ExpDoubleArrays(const double *x, double *out, size_t count) {
+    const DD dd;
+    const size_t lanes = hn::Lanes(dd);
+    size_t i = 0;
+    for (; i + lanes <= count; i += lanes) hn::StoreU(ExpDoubleV(dd, hn::LoadU(dd, x + i)), dd, out + i);
+    if (i < count) {
+        alignas(HWY_MAX_BYTES) double buf[HWY_MAX_BYTES / sizeof(double)] = {};
+        std::memcpy(buf, x + i, (count - i) * sizeof(double));
+        hn::Store(ExpDoubleV(dd, hn::Load(dd, buf)), dd, buf);
+        std::memcpy(out + i, buf, (count - i) * sizeof(double));
     }
 }
 

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/exp_double.h"
 #include "common/float_convert.h"
 #include "ops/common/element_access.h"
 #include "kernels/grad_hwy_shared.h"
@@ -63,7 +64,7 @@ StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
 }
 
 void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight) {
-    StoreFloatAt(static_cast<char *>(out), dtype, std::exp(static_cast<double>(x)) * a - b * weight);
+    StoreFloatAt(static_cast<char *>(out), dtype, ExpDouble(static_cast<double>(x)) * a - b * weight);
 }
 
 void StoreExactRow(aclDataType dtype, const void *in, void *out, size_t count, const GradRowCoefficients &row,
@@ -102,14 +103,18 @@ struct HwyKernelEntry {
 };
 
 #define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
-    HwyKernelEntry { HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK, &NS::FmaArrays}, false }
+    HwyKernelEntry {                                                                                      \
+        HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays}, \
+            false                                                                                             \
+    }
 
 // Best first. AVX3_BF16 is the AVX3 code with bf16 results rounded by the AVX-512 BF16 instruction (the same bits;
 // grad_hwy-inl.h, StoreBf16PairsNative).
 const HwyKernelEntry kHwyKernels[] = {
 #if HWY_TARGETS & HWY_AVX3
     HwyKernelEntry{HWY_AVX3,
-                   {"hwy:AVX3_BF16", HwySupports, &N_AVX3::GradKernelNativeBf16, kGradIsaAvx512, &N_AVX3::FmaArrays},
+                   {"hwy:AVX3_BF16", HwySupports, &N_AVX3::GradKernelNativeBf16, kGradIsaAvx512, &N_AVX3::FmaArrays,
+                    &N_AVX3::ExpDoubleArrays},
                    true},
     OPENACLNN_HWY_ENTRY(AVX3, N_AVX3, kGradIsaAvx512),
 #endif

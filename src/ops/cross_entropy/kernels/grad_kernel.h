@@ -116,6 +116,9 @@ struct GradKernelInfo {
     // out[i] = a[i] * b[i] + c[i] by the kernel's own fused multiply-add (one rounding, as std::fmaf), for the tests
     // that check it against std::fmaf on every target; null for the reference kernel.
     void (*fma)(const float *a, const float *b, const float *c, float *out, size_t count) = nullptr;
+    // out[i] = ExpDouble(x[i]) (common/exp_double.h) by the kernel's vector code, for the tests that check it against
+    // the scalar function on every target; null for the reference kernel.
+    void (*exp_double)(const double *x, double *out, size_t count) = nullptr;
 };
 
 // The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to

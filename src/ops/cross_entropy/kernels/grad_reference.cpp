@@ -1,10 +1,12 @@
 // The reference gradient kernel: plain loops, any strides, every element computed in double and rounded once.
 //
-// exp(x) for a float x is computed in double (error < 1 ulp of double); the products and differences add a few
-// ulps of double, so the value before the final rounding is within ~2^-50 relative of the exact one and the
-// stored result is the correctly rounded one except in rare near-tie cases.
+// exp(x) for a float x is computed in double by ExpDouble (common/exp_double.h: under one ulp of double, the same bits
+// as the SIMD kernels' target elements and double-path elements); the products and differences add a few ulps of
+// double, so the value before the final rounding is within ~2^-50 relative of the exact one and the stored result is
+// the correctly rounded one except in rare near-tie cases. Built with -ffp-contract=off (sources.cmake).
 #include <cmath>
 
+#include "common/exp_double.h"
 #include "ops/common/element_access.h"
 #include "kernels/grad_kernel.h"
 
@@ -26,7 +28,7 @@ void ReferenceTile(const GradKernelArgs &args, const GradTile &tile) {
             // Read before write: out may be logProb itself (in place), element for element.
             const double x = LoadElement<kType>(args.log_prob, in_row + j * args.log_prob_col_stride);
             const double w = args.weight ? static_cast<double>(args.weight[j * args.weight_stride]) : 1.0;
-            double value = std::exp(x) * row.a - row.b * w;
+            double value = ExpDouble(x) * row.a - row.b * w;
             if (j == row.col) value -= row.g;
             StoreElement<kType>(args.out, out_index, value);
         }
