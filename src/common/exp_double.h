@@ -14,7 +14,8 @@
 #define OPENACLNN_COMMON_EXP_DOUBLE_H_
 
 #include <cstdint>
-#include <cstring>
+
+#include "common/float_convert.h"
 
 namespace openaclnn {
 namespace exp_double {
@@ -28,20 +29,8 @@ constexpr double kLowest = -746.0;
 constexpr double kHighest = 710.0;
 // 1/n! for n = 13 down to 2 (each n! is exact in double, so each quotient is 1/n! correctly rounded).
 constexpr double kTaylor[12] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
-                                1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,      1.0 / 720.0,
-                                1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,         1.0 / 2.0};
-
-inline uint64_t Bits(double d) {
-    uint64_t u;
-    std::memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-inline double FromBits(uint64_t u) {
-    double d;
-    std::memcpy(&d, &u, sizeof d);
-    return d;
-}
+                                1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
+                                1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        1.0 / 2.0};
 
 }  // namespace exp_double
 
@@ -51,9 +40,9 @@ inline double ExpDouble(double x) {
     const double xc = x < kLowest ? kLowest : (x > kHighest ? kHighest : x);
     const double t = xc * kLog2e + kRound;
     const double kd = t - kRound;
-    const int64_t k = static_cast<int64_t>(Bits(t) - Bits(kRound));  // kd as an integer
-    const double r_hi = xc - kd * kLn2Hi;  // exact
-    const double r_lo = kd * kLn2Lo;        // r = r_hi - r_lo
+    const int64_t k = static_cast<int64_t>(DoubleBits(t) - DoubleBits(kRound));  // kd as an integer
+    const double r_hi = xc - kd * kLn2Hi;                                        // exact
+    const double r_lo = kd * kLn2Lo;                                             // r = r_hi - r_lo
     const double r = r_hi - r_lo;
     double p = kTaylor[0];
     for (int i = 1; i < 12; ++i) p = p * r + kTaylor[i];
@@ -68,8 +57,8 @@ inline double ExpDouble(double x) {
     const double m = m_hi + (m_lo + s_lo);
     const int64_t k1 = k >> 1;  // floor(k / 2): k1 and k - k1 within [-539, 512]
     const int64_t k2 = k - k1;
-    const double scale1 = FromBits(static_cast<uint64_t>(k1 + 1023) << 52);
-    const double scale2 = FromBits(static_cast<uint64_t>(k2 + 1023) << 52);
+    const double scale1 = BitsToDouble(static_cast<uint64_t>(k1 + 1023) << 52);
+    const double scale2 = BitsToDouble(static_cast<uint64_t>(k2 + 1023) << 52);
     return (m * scale1) * scale2;
 }
 

@@ -26,6 +26,18 @@ inline float BitsToFloat(uint32_t u) {
     return f;
 }
 
+inline uint64_t DoubleBits(double d) {
+    uint64_t u;
+    std::memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+inline double BitsToDouble(uint64_t u) {
+    double d;
+    std::memcpy(&d, &u, sizeof d);
+    return d;
+}
+
 inline float Bf16ToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
 
 // Round to nearest even; NaN keeps its sign and becomes quiet.

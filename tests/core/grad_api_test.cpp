@@ -551,6 +551,17 @@ protected:
     void TearDown() override {
         for (void *p : workspaces_) aclrtFree(p);
     }
+    // Queues phase 2 of pr's call on stream, then an async download of out into *result (no synchronisation).
+    void QueueOpAndDownload(Problem &pr, aclrtStream stream, std::vector<uint8_t> *result) {
+        uint64_t size = 0;
+        aclOpExecutor *executor = nullptr;
+        ASSERT_EQ(GradPhase1(pr.call, &size, &executor), ACLNN_SUCCESS);
+        ASSERT_EQ(aclnnCrossEntropyLossGrad(Workspace(size), size, executor, stream), ACLNN_SUCCESS);
+        result->assign(pr.out->bytes(), 0);
+        ASSERT_EQ(aclrtMemcpyAsync(result->data(), result->size(), pr.out->device(), pr.out->bytes(),
+                                   ACL_MEMCPY_DEVICE_TO_HOST, stream),
+                  ACL_SUCCESS);
+    }
     std::vector<void *> workspaces_;
 };
 
@@ -681,14 +692,8 @@ TEST_F(GradExecutorTest, OperatorAndAsyncCopiesRunInStreamOrder) {
     ASSERT_EQ(aclrtMemcpyAsync(pr->log_prob->device(), pr->log_prob->bytes(), staged.data(), staged.size(),
                                ACL_MEMCPY_HOST_TO_DEVICE, stream),
               ACL_SUCCESS);
-    uint64_t size = 0;
-    aclOpExecutor *executor = nullptr;
-    ASSERT_EQ(GradPhase1(pr->call, &size, &executor), ACLNN_SUCCESS);
-    ASSERT_EQ(aclnnCrossEntropyLossGrad(Workspace(size), size, executor, stream), ACLNN_SUCCESS);
-    std::vector<uint8_t> result(pr->out->bytes());
-    ASSERT_EQ(aclrtMemcpyAsync(result.data(), result.size(), pr->out->device(), pr->out->bytes(),
-                               ACL_MEMCPY_DEVICE_TO_HOST, stream),
-              ACL_SUCCESS);
+    std::vector<uint8_t> result;
+    QueueOpAndDownload(*pr, stream, &result);
     ASSERT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
     pr->out->Download();
     EXPECT_EQ(result, pr->out->host());
@@ -723,19 +728,15 @@ TEST_F(GradExecutorTest, SmallCallsKeepTheStreamOrder) {
         ASSERT_EQ(aclrtMemcpyAsync(pr->log_prob->device(), pr->log_prob->bytes(), long_dst, staged.size(),
                                    ACL_MEMCPY_DEVICE_TO_DEVICE, stream),
                   ACL_SUCCESS);
-        uint64_t size = 0;
-        aclOpExecutor *executor = nullptr;
-        ASSERT_EQ(GradPhase1(pr->call, &size, &executor), ACLNN_SUCCESS);
-        ASSERT_EQ(aclnnCrossEntropyLossGrad(Workspace(size), size, executor, stream), ACLNN_SUCCESS);
-        std::vector<uint8_t> result(pr->out->bytes());
-        ASSERT_EQ(aclrtMemcpyAsync(result.data(), result.size(), pr->out->device(), pr->out->bytes(),
-                                   ACL_MEMCPY_DEVICE_TO_HOST, stream),
-                  ACL_SUCCESS);
+        std::vector<uint8_t> result;
+        QueueOpAndDownload(*pr, stream, &result);
         ASSERT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
         pr->out->Download();
         EXPECT_EQ(result, pr->out->host()) << "seed " << seed;
         EXPECT_EQ(CountMismatches(*pr->out, pr->p), 0) << "seed " << seed;
         // And on the idle stream, with nothing before it.
+        uint64_t size = 0;
+        aclOpExecutor *executor = nullptr;
         ASSERT_EQ(GradPhase1(pr->call, &size, &executor), ACLNN_SUCCESS);
         FillPoison(ACL_FLOAT, pr->out->host().data(), pr->out->layout().StorageElements());
         pr->out->Upload();

@@ -750,10 +750,7 @@ TEST_P(GradKernelTest, VectorExpDoubleIsScalarExpDouble) {
     std::mt19937_64 rng(20261205);
     std::vector<double> x;
     for (int k = 0; k < 100000; ++k) {
-        const uint64_t bits = rng();
-        double d;
-        std::memcpy(&d, &bits, sizeof d);
-        x.push_back(d);
+        x.push_back(BitsToDouble(rng()));
     }
     for (int k = 0; k < 200000; ++k) x.push_back(BitsToFloat(static_cast<uint32_t>(rng())));
     std::uniform_real_distribution<double> range(-760.0, 720.0);
@@ -764,9 +761,9 @@ TEST_P(GradKernelTest, VectorExpDoubleIsScalarExpDouble) {
         x.push_back(std::nextafter(edge, -INFINITY));
         x.push_back(std::nextafter(edge, INFINITY));
     }
-    for (double d : {0.0, -0.0, 709.782712893384, 709.7827128933841, -745.1332191019411, -745.1332191019412, -746.0,
-                     710.0, 1e300, -1e300, double{INFINITY}, -double{INFINITY}, std::nan(""), -std::nan("3"), 0x1p-1074,
-                     -0x1p-1074}) {
+    for (double d :
+         {0.0, -0.0, 709.782712893384, 709.7827128933841, -745.1332191019411, -745.1332191019412, -746.0, 710.0, 1e300,
+          -1e300, double{INFINITY}, -double{INFINITY}, std::nan(""), -std::nan("3"), 0x1p-1074, -0x1p-1074}) {
         x.push_back(d);
     }
     x.push_back(1.0);  // an odd count: the last vector is partial on every target but the scalar one
@@ -775,12 +772,9 @@ TEST_P(GradKernelTest, VectorExpDoubleIsScalarExpDouble) {
     int64_t mismatches = 0;
     for (size_t i = 0; i < x.size(); ++i) {
         const double want = ExpDouble(x[i]);
-        uint64_t got_bits, want_bits;
-        std::memcpy(&got_bits, &got[i], sizeof got_bits);
-        std::memcpy(&want_bits, &want, sizeof want_bits);
-        if (got_bits != want_bits && ++mismatches <= 5) {
-            ADD_FAILURE() << kernel.name << ": ExpDouble(" << std::hexfloat << x[i] << ") = " << got[i]
-                          << ", scalar " << want;
+        if (DoubleBits(got[i]) != DoubleBits(want) && ++mismatches <= 5) {
+            ADD_FAILURE() << kernel.name << ": ExpDouble(" << std::hexfloat << x[i] << ") = " << got[i] << ", scalar "
+                          << want;
         }
     }
     EXPECT_EQ(mismatches, 0) << kernel.name << " of " << x.size();

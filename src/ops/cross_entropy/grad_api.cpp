@@ -130,7 +130,8 @@ public:
             const uint64_t address = AlignUp(reinterpret_cast<uintptr_t>(workspace));
             auto *rows = reinterpret_cast<GradRowCoefficients *>(address);
             float *weight_pairs = nullptr;
-            if (NeedsWeightPairs(problem)) weight_pairs = reinterpret_cast<float *>(address + WeightPairsOffset(problem));
+            if (NeedsWeightPairs(problem))
+                weight_pairs = reinterpret_cast<float *>(address + WeightPairsOffset(problem));
             GradTaskPrologue prologue(problem, rows, weight_pairs, context);
             RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs), &prologue);
         };

@@ -102,10 +102,10 @@ struct HwyKernelEntry {
     bool needs_avx512_bf16;
 };
 
-#define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
-    HwyKernelEntry {                                                                                      \
+#define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK)                                                                     \
+    HwyKernelEntry {                                                                                              \
         HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays}, \
-            false                                                                                             \
+            false                                                                                                 \
     }
 
 // Best first. AVX3_BF16 is the AVX3 code with bf16 results rounded by the AVX-512 BF16 instruction (the same bits;
