@@ -8,7 +8,8 @@
 //   lse_i'   = 2 scale lse_i m_i (g_i + gz_i) / K   (no / K for sum and none; only when scale != 0)
 //   out_ij   = p_ij (nll_i + smooth_i sum_k w_k + lse_i') - smooth_i w_j - [j == t_i] nll_i
 // so a_i = nll_i + smooth_i W + lse_i', b_i = smooth_i, g_i' = nll_i. D == 0 (all rows ignored, or zero weights)
-// gives zeros, as PyTorch does; K == 0 likewise. Everything here is in double: O(N + C) work.
+// gives zeros, as PyTorch does; K == 0 likewise. Everything here is in double: O(N + C) work. D is summed per chunk
+// of rows, in row order, and the chunks' sums in chunk order (GradRowsBuilder, grad_rows.h).
 #include "grad_rows.h"
 
 #include <algorithm>

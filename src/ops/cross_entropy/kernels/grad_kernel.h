@@ -1,7 +1,8 @@
 // The contract between the cross-entropy gradient's plan and its kernels.
 //
-// Phase 2 first runs the prologue (grad_rows.cpp), a serial O(N) pass that turns gradLoss, target, weight, the
-// z-loss inputs and the attributes into per-row coefficients stored in the workspace. Every output element is then
+// Phase 2 first runs the prologue (grad_rows.cpp), two O(N) passes (shared by the threads from 8192 rows, with the
+// same bits whatever their number) that turn gradLoss, target, weight, the z-loss inputs and the attributes into
+// per-row coefficients stored in the workspace. Every output element is then
 //
 //     out[i][j] = exp(logProb[i][j]) * a_i  -  b_i * w_j  -  (j == col_i ? g_i : 0)
 //
