@@ -14,7 +14,8 @@ namespace {
 constexpr int64_t kMinElementsPerThread = 1 << 15;
 
 // From how many rows the plan's threads share the prologue (RunGradPlan): below, 1 x 152064 took 1.15-1.47x the time
-// with it (the rows' work is one row, the barriers' is a thread wake-up each), while 16384 x 10 took 0.8x.
+// with it (two barriers then; the rows' work is one row, a barrier's may be a thread wake-up), while 16384 x 10 took
+// 0.8x.
 constexpr int64_t kMinSharedPrologueRows = 8192;
 
 // The range of output elements [begin, end) of part k: the N * C elements cut into plan.threads ranges whose sizes
@@ -71,8 +72,8 @@ int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[
 }
 
 void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue) {
-    // The threads share the prologue from kMinSharedPrologueRows rows; with fewer, its two barriers cost more than
-    // they save (each may wake a sleeping thread), and the calling thread runs it alone first.
+    // The threads share the prologue from kMinSharedPrologueRows rows; with fewer, its barrier costs more than it
+    // saves (it may wake a sleeping thread), and the calling thread runs it alone first.
     if (prologue != nullptr && (plan.threads <= 1 || args.n < kMinSharedPrologueRows)) {
         prologue->Collect(0, 1);
         prologue->Prepare(0, 1, 0, args.n);
@@ -83,12 +84,6 @@ void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue 
         ClearUpperVectorState();  // for the baseline code that follows on this thread (vector_state.h)
         return;
     }
-    // The rows whose first element lies in part k's range: [ceil(begin / c), ceil(end / c)).
-    const auto part_rows = [&](int k, int64_t *row_begin, int64_t *row_end) {
-        const auto [begin, end] = PartElements(plan, args.n, args.c, k);
-        *row_begin = (begin + args.c - 1) / args.c;
-        *row_end = (end + args.c - 1) / args.c;
-    };
 #pragma omp parallel num_threads(plan.threads)
     {
         // The team may be smaller than asked (nested regions, OMP_THREAD_LIMIT): every part still runs once.
@@ -97,17 +92,20 @@ void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue 
         if (prologue != nullptr) {
             for (int k = first; k < plan.threads; k += team) prologue->Collect(k, plan.threads);
 #pragma omp barrier
+            // Part k takes whole rows, [N k / threads, N (k + 1) / threads) (at least 8192 / threads each: a row more
+            // or less is no imbalance), prepares their coefficients and runs the kernel on them: no barrier between.
             for (int k = first; k < plan.threads; k += team) {
-                int64_t row_begin = 0, row_end = 0;
-                part_rows(k, &row_begin, &row_end);
+                const int64_t row_begin = args.n * k / plan.threads;
+                const int64_t row_end = args.n * (k + 1) / plan.threads;
                 prologue->Prepare(k, plan.threads, row_begin, row_end);
+                plan.kernel->run(args, GradTile{row_begin, row_end, 0, args.c});
             }
-#pragma omp barrier
-        }
-        for (int k = first; k < plan.threads; k += team) {
-            GradTile tiles[3];
-            const int count = PlanTiles(plan, args.n, args.c, k, tiles);
-            for (int t = 0; t < count; ++t) plan.kernel->run(args, tiles[t]);
+        } else {
+            for (int k = first; k < plan.threads; k += team) {
+                GradTile tiles[3];
+                const int count = PlanTiles(plan, args.n, args.c, k, tiles);
+                for (int t = 0; t < count; ++t) plan.kernel->run(args, tiles[t]);
+            }
         }
         ClearUpperVectorState();
     }

@@ -31,9 +31,10 @@ int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[
 
 // What phase 2 does before the kernel, shared by the plan's threads (the coefficients, GradRowsBuilder). The plan
 // calls Collect(k, parts) for every part k in [0, parts), then, once all of them have returned, Prepare(k, parts,
-// row_begin, row_end) for every part, then the kernel: parts is plan.threads and each call may run on any thread.
-// Prepare's rows are those whose first element lies in part k's range of the output (PlanTiles): together the parts
-// cover every row once, and a part prepares the rows its own kernel tiles mostly read.
+// row_begin, row_end) for every part, each followed by the kernel on exactly those rows (whole rows, N / parts each,
+// instead of PlanTiles' ranges): parts is plan.threads and each part may run on any thread. Together the parts cover
+// every row once. With few rows (or one thread) the calling thread runs Collect(0, 1) and Prepare(0, 1, 0, N) first,
+// then the kernel as planned.
 class GradPrologue {
 public:
     virtual ~GradPrologue() = default;
