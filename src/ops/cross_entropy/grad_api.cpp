@@ -5,6 +5,7 @@
 #include "grad_plan.h"
 #include "grad_problem.h"
 #include "grad_rows.h"
+#include "ops/common/small_task.h"
 #include "runtime/runtime.h"
 
 namespace openaclnn::cross_entropy {
@@ -14,11 +15,6 @@ constexpr const char *kOpName = "aclnnCrossEntropyLossGrad";
 // The workspace holds the coefficient table, then (bf16 with weights) the weights de-interleaved for the kernel
 // (SplitWeightPairs); each is aligned inside it, whatever address the caller passes.
 constexpr uint64_t kWorkspaceAlignment = 64;
-
-// Calls run on the enqueuing thread when their stream is idle (EnqueueTask's small tasks): one thread, and N (C + 8)
-// at most kSmallTaskSize (a row's coefficients cost about as much as 8 elements). That is about a microsecond of work
-// with AVX-512, against 4-10 us for the hand-off to the stream's thread and back.
-constexpr int64_t kSmallTaskSize = 4096;
 
 uint64_t AlignUp(uint64_t value) {
     return (value + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
@@ -80,8 +76,7 @@ public:
         }
     }
 
-    void Prepare(int part, int parts, int64_t row_begin, int64_t row_end) override {
-        (void)parts;
+    void Prepare(int part, int64_t row_begin, int64_t row_end) override {
         builder_.Fill(builder_.Finish(), row_begin, row_end);
         if (part == 0) builder_.ReportBadTargets(context_);
     }
@@ -130,17 +125,15 @@ public:
             const uint64_t address = AlignUp(reinterpret_cast<uintptr_t>(workspace));
             auto *rows = reinterpret_cast<GradRowCoefficients *>(address);
             float *weight_pairs = nullptr;
-            if (NeedsWeightPairs(problem))
+            if (NeedsWeightPairs(problem)) {
                 weight_pairs = reinterpret_cast<float *>(address + WeightPairsOffset(problem));
+            }
             GradTaskPrologue prologue(problem, rows, weight_pairs, context);
             RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs), &prologue);
         };
     }
 
-    bool SmallTask() const override {
-        return plan_.threads <= 1 && problem_.n <= kSmallTaskSize && problem_.c <= kSmallTaskSize &&
-               problem_.n * (problem_.c + 8) <= kSmallTaskSize;
-    }
+    bool SmallTask() const override { return SmallRowsTask(plan_.threads, problem_.n, problem_.c); }
 
 private:
     CrossEntropyGradProblem problem_;

@@ -18,21 +18,6 @@ constexpr int64_t kMinElementsPerThread = 1 << 15;
 // 0.8x.
 constexpr int64_t kMinSharedPrologueRows = 8192;
 
-// The range of output elements [begin, end) of part k: the N * C elements cut into plan.threads ranges whose sizes
-// differ by at most one.
-struct ElementRange {
-    int64_t begin;
-    int64_t end;
-};
-
-ElementRange PartElements(const GradPlan &plan, int64_t n, int64_t c, int k) {
-    const int64_t total = n * c;
-    // Exact integer arithmetic (n * c * k fits: n * c < 2^62 / threads in practice).
-    const int64_t begin = total / plan.threads * k + std::min<int64_t>(k, total % plan.threads);
-    const int64_t end = begin + total / plan.threads + (k < total % plan.threads ? 1 : 0);
-    return ElementRange{begin, end};
-}
-
 }  // namespace
 
 GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads) {
@@ -47,7 +32,10 @@ GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads) {
 }
 
 int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[3]) {
-    const auto [begin, end] = PartElements(plan, n, c, k);
+    const int64_t total = n * c;
+    // Element ranges in exact integer arithmetic (n * c * k fits: n * c < 2^62 / threads in practice).
+    const int64_t begin = total / plan.threads * k + std::min<int64_t>(k, total % plan.threads);
+    const int64_t end = begin + total / plan.threads + (k < total % plan.threads ? 1 : 0);
     if (begin >= end) return 0;
     int count = 0;
     int64_t row = begin / c;
@@ -76,7 +64,7 @@ void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue 
     // saves (it may wake a sleeping thread), and the calling thread runs it alone first.
     if (prologue != nullptr && (plan.threads <= 1 || args.n < kMinSharedPrologueRows)) {
         prologue->Collect(0, 1);
-        prologue->Prepare(0, 1, 0, args.n);
+        prologue->Prepare(0, 0, args.n);
         prologue = nullptr;
     }
     if (plan.threads <= 1) {
@@ -97,7 +85,7 @@ void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue 
             for (int k = first; k < plan.threads; k += team) {
                 const int64_t row_begin = args.n * k / plan.threads;
                 const int64_t row_end = args.n * (k + 1) / plan.threads;
-                prologue->Prepare(k, plan.threads, row_begin, row_end);
+                prologue->Prepare(k, row_begin, row_end);
                 plan.kernel->run(args, GradTile{row_begin, row_end, 0, args.c});
             }
         } else {

@@ -30,16 +30,16 @@ GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads);
 int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[3]);
 
 // What phase 2 does before the kernel, shared by the plan's threads (the coefficients, GradRowsBuilder). The plan
-// calls Collect(k, parts) for every part k in [0, parts), then, once all of them have returned, Prepare(k, parts,
+// calls Collect(k, parts) for every part k in [0, parts), then, once all of them have returned, Prepare(k,
 // row_begin, row_end) for every part, each followed by the kernel on exactly those rows (whole rows, N / parts each,
 // instead of PlanTiles' ranges): parts is plan.threads and each part may run on any thread. Together the parts cover
-// every row once. With few rows (or one thread) the calling thread runs Collect(0, 1) and Prepare(0, 1, 0, N) first,
+// every row once. With few rows (or one thread) the calling thread runs Collect(0, 1) and Prepare(0, 0, N) first,
 // then the kernel as planned.
 class GradPrologue {
 public:
     virtual ~GradPrologue() = default;
     virtual void Collect(int part, int parts) = 0;
-    virtual void Prepare(int part, int parts, int64_t row_begin, int64_t row_end) = 0;
+    virtual void Prepare(int part, int64_t row_begin, int64_t row_end) = 0;
 };
 
 // Runs the kernel over the whole output according to the plan, after the prologue (if any), in one parallel region.

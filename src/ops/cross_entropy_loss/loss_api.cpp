@@ -5,6 +5,7 @@
 #include "loss_plan.h"
 #include "loss_problem.h"
 #include "loss_rows.h"
+#include "ops/common/small_task.h"
 #include "runtime/runtime.h"
 
 namespace openaclnn::cross_entropy_loss {
@@ -13,10 +14,6 @@ namespace {
 constexpr const char *kOpName = "aclnnCrossEntropyLoss";
 // The row table is aligned inside the workspace, whatever address the caller passes.
 constexpr uint64_t kWorkspaceAlignment = 64;
-// Calls run on the enqueuing thread when their stream is idle (EnqueueTask's small tasks): one thread, and N (C + 8)
-// at most kSmallTaskSize (a row's own work costs about as much as 8 elements), about a microsecond of work against
-// 4-10 us for the hand-off to the stream's thread and back.
-constexpr int64_t kSmallTaskSize = 4096;
 
 LossKernelArgs MakeKernelArgs(const CrossEntropyLossProblem &p, LossRowStats *rows) {
     const Operand &input = p.inputs[kInput];
@@ -83,10 +80,7 @@ public:
         };
     }
 
-    bool SmallTask() const override {
-        return plan_.threads <= 1 && problem_.n <= kSmallTaskSize && problem_.c <= kSmallTaskSize &&
-               problem_.n * (problem_.c + 8) <= kSmallTaskSize;
-    }
+    bool SmallTask() const override { return SmallRowsTask(plan_.threads, problem_.n, problem_.c); }
 
 private:
     CrossEntropyLossProblem problem_;
