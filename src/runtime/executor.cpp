@@ -46,7 +46,6 @@ aclnnStatus RunExecutor(const char *op_name, void *workspace, uint64_t workspace
     // threads racing to run the same single-use executor get one success and one error.
     std::unique_ptr<aclOpExecutor> retired;
     Task task;
-    bool small = false;
     {
         std::lock_guard<std::mutex> lock(g_executors_mutex);
         if (!IsLiveExecutorLocked(executor)) return NotLive(op_name, executor);
@@ -70,13 +69,12 @@ aclnnStatus RunExecutor(const char *op_name, void *workspace, uint64_t workspace
             return Fail(ACLNN_ERR_PARAM_INVALID, "%s: stream %p is not a live stream", op_name, stream);
         }
         task = state.MakeTask(workspace);
-        small = state.SmallTask();
         if (!executor->repeatable) {
             LiveExecutors().erase(executor);
             retired.reset(executor);
         }
     }
-    if (EnqueueTask(stream, std::move(task), small) != ACL_SUCCESS) {
+    if (EnqueueTask(stream, std::move(task)) != ACL_SUCCESS) {
         // The stream was destroyed between the check and the enqueue.
         return Fail(ACLNN_ERR_PARAM_INVALID, "%s: stream %p is not a live stream", op_name, stream);
     }

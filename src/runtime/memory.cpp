@@ -205,10 +205,7 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
     if (count == 0) return IsLiveStream(stream) ? ACL_SUCCESS : Fail(ACL_ERROR_INVALID_PARAM,
                                                                      "aclrtMemcpyAsync: stream %p is not a live stream",
                                                                      stream);
-    // Copies up to 16 KiB take well under a microsecond: small tasks (EnqueueTask).
-    constexpr size_t kSmallCopyBytes = size_t{16} << 10;
-    return EnqueueTask(
-        stream, [dst, src, count](TaskContext &) { std::memmove(dst, src, count); }, count <= kSmallCopyBytes);
+    return EnqueueTask(stream, [dst, src, count](TaskContext &) { std::memmove(dst, src, count); });
 }
 
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count) {

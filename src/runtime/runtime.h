@@ -50,13 +50,12 @@ public:
 };
 using Task = std::function<void(TaskContext &)>;
 
-// Queues task on stream (nullptr = the default stream). Returns ACL_SUCCESS, or ACL_ERROR_INVALID_PARAM for a
-// handle that is not a live stream. small: the task takes no longer than handing it to the stream's worker thread
-// (a few microseconds); when nothing is queued or running on the stream it then runs before EnqueueTask returns, on
-// the calling thread (the order of the stream's tasks is kept either way).
-aclError EnqueueTask(aclrtStream stream, Task task, bool small = false);
+// Queues task on stream (nullptr = the default stream); it runs, after the tasks queued before it, on a thread that
+// synchronises the stream (stream.cpp). Returns ACL_SUCCESS, or ACL_ERROR_INVALID_PARAM for a handle that is not a
+// live stream.
+aclError EnqueueTask(aclrtStream stream, Task task);
 bool IsLiveStream(aclrtStream stream);
-// Waits for every stream's queued work (aclFinalize).
+// Runs every stream's queued work (aclFinalize).
 void SynchronizeAllStreams();
 
 }  // namespace openaclnn
@@ -98,8 +97,6 @@ public:
     // Builds the task phase 2 queues: a self-contained copy of everything it needs, so that the executor may be
     // freed or rebound while the task waits in the queue.
     virtual Task MakeTask(void *workspace) const = 0;
-    // Whether the task is small in EnqueueTask's sense.
-    virtual bool SmallTask() const { return false; }
 };
 
 // Wraps state in a live executor (registered, single use).

@@ -1,12 +1,14 @@
-// Streams: in-order asynchronous queues. Each stream has a worker thread that runs its tasks in order; a
-// synchronising thread that finds the worker idle runs the queued tasks itself (still in order, still one at a
-// time), and a small task enqueued on an idle stream runs at once on the enqueuing thread: both save a thread
-// hand-off on the small calls where latency is all there is.
-#include <atomic>
+// Streams: in-order asynchronous queues, run by the threads that synchronise them. Enqueueing only queues a task;
+// aclrtSynchronizeStream (and aclrtDestroyStream, aclFinalize) runs the stream's queued tasks on the
+// calling thread, one at a time, in order, then returns. A stream has no thread of its own: handing each task to one
+// and waiting for it cost more than many calls' whole work (a thread wake-up, then a wait in Synchronize, each a
+// hypervisor round trip on a virtual machine), and a second thread opening the operators' OpenMP regions made libgomp
+// put every team's threads to sleep at once between calls (more threads in teams than CPUs): 1 x 152064 fp32 took
+// 38 us a call that way, 13 us here.
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -17,48 +19,34 @@ namespace {
 
 class Stream final : public TaskContext {
 public:
-    Stream() : worker_([this] { WorkerLoop(); }) {}
-
-    ~Stream() override {
-        {
-            std::unique_lock<std::mutex> lock(mutex_);
-            stopping_ = true;
-        }
-        work_ready_.notify_all();
-        worker_.join();
+    void Enqueue(Task task) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.push_back(std::move(task));
+        ++enqueued_;
     }
 
-    // A small task (see EnqueueTask) finding the stream idle runs here and now, on the calling thread: handing it to
-    // the worker would cost more than running it (a wake-up, then a wait in Synchronize: 4-10 us a round trip on
-    // the development machine, against about 1 us for N = 8, C = 10). Tasks queued meanwhile wait for it, then go
-    // to the worker; a Synchronize meanwhile waits for it as for the worker.
-    void Enqueue(Task task, bool small) {
+    // Runs (or, where another thread is running one, waits for) every task enqueued before the call; returns the
+    // first error recorded since the last call. Threads synchronising the same stream at once share its tasks, still
+    // one at a time and in order; tasks enqueued after the call began are left to a later one.
+    aclError Synchronize(std::string *message) {
         std::unique_lock<std::mutex> lock(mutex_);
-        if (small && !running_ && queue_.empty()) {
+        const uint64_t target = enqueued_;
+        while (finished_ < target) {
+            if (running_) {
+                done_.wait(lock);
+                continue;
+            }
+            Task task = std::move(queue_.front());
+            queue_.pop_front();
             running_ = true;
             lock.unlock();
             task(*this);
             task = nullptr;  // release captured state outside the lock
             lock.lock();
             running_ = false;
-            if (queue_.empty()) {
-                idle_.notify_all();
-            } else {
-                work_ready_.notify_one();
-            }
-            return;
+            ++finished_;
+            done_.notify_all();
         }
-        queue_.push_back(std::move(task));
-        const bool wake = !running_;
-        lock.unlock();
-        if (wake) work_ready_.notify_one();
-    }
-
-    // Waits until every queued task has run; returns the first error recorded since the last call.
-    aclError Synchronize(std::string *message) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        if (!running_ && !queue_.empty()) DrainLocked(lock);
-        idle_.wait(lock, [this] { return queue_.empty() && !running_; });
         const aclError error = first_error_;
         *message = std::move(first_error_message_);
         first_error_ = ACL_SUCCESS;
@@ -75,43 +63,15 @@ public:
     }
 
 private:
-    // Runs queued tasks until the queue is empty. Called with the lock held; releases it around each task.
-    void DrainLocked(std::unique_lock<std::mutex> &lock) {
-        running_ = true;
-        while (!queue_.empty()) {
-            Task task = std::move(queue_.front());
-            queue_.pop_front();
-            lock.unlock();
-            task(*this);
-            task = nullptr;  // release captured state outside the lock
-            lock.lock();
-        }
-        running_ = false;
-        idle_.notify_all();
-    }
-
-    void WorkerLoop() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        for (;;) {
-            work_ready_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !running_); });
-            if (!queue_.empty() && !running_) {
-                DrainLocked(lock);
-                continue;
-            }
-            if (stopping_ && queue_.empty() && !running_) return;
-        }
-    }
-
     std::mutex mutex_;
-    std::condition_variable work_ready_;
-    std::condition_variable idle_;
+    std::condition_variable done_;  // a task finished
     std::deque<Task> queue_;
+    uint64_t enqueued_ = 0;  // tasks ever enqueued
+    uint64_t finished_ = 0;  // tasks ever run to their end (the queue's front is task number finished_ + running_)
     bool running_ = false;
-    bool stopping_ = false;
     std::mutex error_mutex_;  // errors are recorded from inside tasks, with mutex_ released
     aclError first_error_ = ACL_SUCCESS;
     std::string first_error_message_;
-    std::thread worker_;  // last: starts once everything above is constructed
 };
 
 // Live streams, by handle. Shared ownership lets a synchronisation or an enqueue that raced with
@@ -140,10 +100,10 @@ std::shared_ptr<Stream> Resolve(aclrtStream handle) {
 
 bool IsLiveStream(aclrtStream stream) { return Resolve(stream) != nullptr; }
 
-aclError EnqueueTask(aclrtStream handle, Task task, bool small) {
+aclError EnqueueTask(aclrtStream handle, Task task) {
     std::shared_ptr<Stream> stream = Resolve(handle);
     if (!stream) return Fail(ACL_ERROR_INVALID_PARAM, "stream %p is not a live stream", handle);
-    stream->Enqueue(std::move(task), small);
+    stream->Enqueue(std::move(task));
     return ACL_SUCCESS;
 }
 
@@ -172,7 +132,7 @@ aclError aclrtCreateStream(aclrtStream *stream) {
     try {
         created = std::make_shared<Stream>();
     } catch (const std::exception &e) {
-        return Fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtCreateStream: cannot start a stream (%s)", e.what());
+        return Fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtCreateStream: cannot create a stream (%s)", e.what());
     }
     {
         std::lock_guard<std::mutex> lock(g_streams_mutex);
@@ -196,7 +156,7 @@ aclError aclrtDestroyStream(aclrtStream stream) {
         target = std::move(it->second);
         LiveStreams().erase(it);
     }
-    // Queued work finishes first; its errors go with the stream. The worker stops when the last reference goes.
+    // Queued work runs first, here; its errors go with the stream.
     std::string ignored;
     target->Synchronize(&ignored);
     return ACL_SUCCESS;

@@ -701,10 +701,9 @@ TEST_F(GradExecutorTest, OperatorAndAsyncCopiesRunInStreamOrder) {
     EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
 }
 
-// Small calls (N = 8, C = 10 here) and small copies may run on the calling thread, but only on a stream with nothing
-// queued or running: behind a long copy that stages their input, a small copy of that input, the op and the download
-// each wait their turn.
-TEST_F(GradExecutorTest, SmallCallsKeepTheStreamOrder) {
+// Queued calls run in order when the stream is synchronised: behind a long copy that stages their input, a small
+// copy of that input, the op (N = 8, C = 10) and the download each wait their turn.
+TEST_F(GradExecutorTest, QueuedCallsKeepTheStreamOrder) {
     constexpr size_t kLongBytes = size_t{256} << 20;  // tens of milliseconds of copying
     void *long_src = nullptr;
     void *long_dst = nullptr;

@@ -6,11 +6,16 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <thread>
+#include <vector>
 
 #include "acl_helpers.h"
 #include "common/float_convert.h"
 #include "float_formats.h"
+#include "runtime/runtime.h"
 
 namespace openaclnn::test {
 namespace {
@@ -177,6 +182,60 @@ TEST(Runtime, StreamsAreInOrderAsyncQueues) {
     EXPECT_EQ(aclrtDestroyStream(s2), ACL_SUCCESS);
     EXPECT_NE(aclrtCreateStream(nullptr), ACL_SUCCESS);
     for (void *b : buffers) EXPECT_EQ(aclrtFree(b), ACL_SUCCESS);
+}
+
+// A stream's tasks run on the threads that synchronise it: several synchronising at once share them, each task once,
+// one at a time (TSan would see two at once: the log below has no lock) and in the order queued; a task queued while
+// they run is left to a later synchronisation or runs with them, never out of order.
+TEST(Runtime, SynchronisingThreadsRunTheQueueInOrder) {
+    constexpr int kTasks = 3000;
+    constexpr int kSynchronisers = 4;
+    aclrtStream stream = nullptr;
+    ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+    std::vector<int> log;
+    std::vector<std::thread::id> ran_on;
+    std::atomic<int> running{0};
+    std::atomic<bool> overlapped{false};
+    const auto enqueue = [&](int index) {
+        return EnqueueTask(stream, [&, index](TaskContext &) {
+            if (running.fetch_add(1) != 0) overlapped = true;
+            if (index % 64 == 0) {  // now and then a longer task, for the others to run into
+                const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+                while (std::chrono::steady_clock::now() < until) {
+                }
+            }
+            log.push_back(index);
+            ran_on.push_back(std::this_thread::get_id());
+            running.fetch_sub(1);
+        });
+    };
+    for (int round = 0; round < 3; ++round) {
+        log.clear();
+        ran_on.clear();
+        for (int i = 0; i < kTasks; ++i) ASSERT_EQ(enqueue(i), ACL_SUCCESS);
+        std::vector<std::thread> threads;
+        std::vector<std::thread::id> ids(kSynchronisers);
+        std::vector<aclError> results(kSynchronisers, -1);
+        for (int t = 0; t < kSynchronisers; ++t) {
+            threads.emplace_back([&, t] {
+                ids[t] = std::this_thread::get_id();
+                results[t] = aclrtSynchronizeStream(stream);
+            });
+        }
+        // Queued while the others synchronise: behind every task before it.
+        ASSERT_EQ(enqueue(kTasks), ACL_SUCCESS);
+        for (auto &thread : threads) thread.join();
+        ASSERT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
+        for (int t = 0; t < kSynchronisers; ++t) EXPECT_EQ(results[t], ACL_SUCCESS) << "thread " << t;
+        ASSERT_FALSE(overlapped) << "two tasks of the stream ran at once";
+        ASSERT_EQ(log.size(), static_cast<size_t>(kTasks + 1)) << "round " << round;
+        for (int i = 0; i <= kTasks; ++i) ASSERT_EQ(log[i], i) << "round " << round;
+        ids.push_back(std::this_thread::get_id());
+        for (const std::thread::id &id : ran_on) {
+            ASSERT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << "a task ran on a thread that did not synchronise";
+        }
+    }
+    EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
 }
 
 TEST(Runtime, RecentErrorMessageIsPerThread) {

@@ -5,7 +5,6 @@
 #include "grad_plan.h"
 #include "grad_problem.h"
 #include "grad_rows.h"
-#include "ops/common/small_task.h"
 #include "runtime/runtime.h"
 
 namespace openaclnn::cross_entropy {
@@ -132,8 +131,6 @@ public:
             RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs), &prologue);
         };
     }
-
-    bool SmallTask() const override { return SmallRowsTask(plan_.threads, problem_.n, problem_.c); }
 
 private:
     CrossEntropyGradProblem problem_;

@@ -5,7 +5,6 @@
 #include "loss_plan.h"
 #include "loss_problem.h"
 #include "loss_rows.h"
-#include "ops/common/small_task.h"
 #include "runtime/runtime.h"
 
 namespace openaclnn::cross_entropy_loss {
@@ -79,8 +78,6 @@ public:
             FinishLoss(problem, rows);
         };
     }
-
-    bool SmallTask() const override { return SmallRowsTask(plan_.threads, problem_.n, problem_.c); }
 
 private:
     CrossEntropyLossProblem problem_;
