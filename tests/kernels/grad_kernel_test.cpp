@@ -780,6 +780,46 @@ TEST_P(GradKernelTest, VectorExpDoubleIsScalarExpDouble) {
     EXPECT_EQ(mismatches, 0) << kernel.name << " of " << x.size();
 }
 
+// The vector sum of the weights (GradKernelInfo::sum_weights, the prologue's W) against its definition in
+// grad_kernel.h, computed here one element at a time: kWeightSumParts sums in double, part k taking j mod
+// kWeightSumParts == k in increasing j, then the fixed tree. Weights of mixed sign spanning 2^-40 .. 2^40, so that
+// any other order rounds differently; lengths around the parts' multiples; infinities and NaN.
+TEST_P(GradKernelTest, VectorWeightSumKeepsItsOrder) {
+    const GradKernelInfo &kernel = *GetParam();
+    ASSERT_NE(kernel.sum_weights, nullptr);
+    std::mt19937_64 rng(20261206);
+    std::uniform_real_distribution<double> exponent(-40.0, 40.0);
+    for (int64_t c : {0, 1, 5, 63, 64, 65, 127, 128, 129, 1000, 4099, 152064}) {
+        for (int special = 0; special < 4; ++special) {
+            std::vector<float> w(static_cast<size_t>(c));
+            for (float &x : w) x = static_cast<float>((rng() % 2 ? 1.0 : -1.0) * std::exp2(exponent(rng)));
+            if (c > 0 && special == 1) w[static_cast<size_t>(rng() % c)] = INFINITY;
+            if (c > 0 && special == 2) w[static_cast<size_t>(rng() % c)] = std::nanf("");
+            if (special == 3) {
+                for (float &x : w) x = -0.0f;
+            }
+            double part[kWeightSumParts] = {};
+            float max_abs = 0.0f;
+            for (int64_t j = 0; j < c; ++j) {
+                part[j % kWeightSumParts] += static_cast<double>(w[j]);
+                max_abs = std::max(max_abs, std::fabs(w[j]));
+            }
+            for (int width = kWeightSumParts / 2; width >= 1; width /= 2) {
+                for (int k = 0; k < width; ++k) part[k] += part[k + width];
+            }
+            const GradWeightTotals got = kernel.sum_weights(w.data(), c);
+            if (std::isnan(part[0])) {
+                EXPECT_TRUE(std::isnan(got.sum)) << kernel.name << " C = " << c << ": " << got.sum;
+                continue;
+            }
+            EXPECT_EQ(DoubleBits(got.sum), DoubleBits(part[0]))
+                << kernel.name << " C = " << c << " case " << special << ": " << std::hexfloat << got.sum << ", want "
+                << part[0];
+            if (std::isfinite(part[0])) EXPECT_EQ(got.max_abs, max_abs) << kernel.name << " C = " << c;
+        }
+    }
+}
+
 // exp accuracy in fp32 over a dense sample of [-104, 89]: a = 1, b = 0, so out = exp(x) rounded once by the
 // reference. Reports the max ulp error (the claim in grad_hwy-inl.h).
 TEST_P(GradKernelTest, Fp32ExpUlp) {

@@ -60,15 +60,15 @@ GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoe
 // part fills the coefficients of its own rows. Part 0 reports a bad target.
 class GradTaskPrologue final : public GradPrologue {
 public:
-    GradTaskPrologue(const CrossEntropyGradProblem &problem, GradRowCoefficients *rows, float *weight_pairs,
-                     TaskContext &context)
-        : problem_(problem), builder_(problem, rows), weight_pairs_(weight_pairs), context_(context) {}
+    GradTaskPrologue(const CrossEntropyGradProblem &problem, const GradKernelInfo &kernel, GradRowCoefficients *rows,
+                     float *weight_pairs, TaskContext &context)
+        : problem_(problem), kernel_(kernel), builder_(problem, rows), weight_pairs_(weight_pairs), context_(context) {}
 
     void Collect(int part, int parts) override {
         const int64_t chunks = builder_.Chunks();
         for (int64_t k = chunks * part / parts; k < chunks * (part + 1) / parts; ++k) builder_.Collect(k);
         if (part != parts - 1) return;
-        builder_.SummarizeWeights();
+        builder_.SummarizeWeights(kernel_.sum_weights);
         if (weight_pairs_ != nullptr) {
             SplitWeightPairs(reinterpret_cast<const float *>(problem_.inputs[kWeight].Base()), problem_.c,
                              weight_pairs_);
@@ -82,6 +82,7 @@ public:
 
 private:
     const CrossEntropyGradProblem &problem_;
+    const GradKernelInfo &kernel_;
     GradRowsBuilder builder_;
     float *weight_pairs_;
     TaskContext &context_;
@@ -127,7 +128,7 @@ public:
             if (NeedsWeightPairs(problem)) {
                 weight_pairs = reinterpret_cast<float *>(address + WeightPairsOffset(problem));
             }
-            GradTaskPrologue prologue(problem, rows, weight_pairs, context);
+            GradTaskPrologue prologue(problem, *plan.kernel, rows, weight_pairs, context);
             RunGradPlan(plan, MakeKernelArgs(problem, rows, weight_pairs), &prologue);
         };
     }

@@ -50,8 +50,8 @@ public:
     // Pass 1 on chunk k in [0, Chunks()): each chunk once, on any thread, in any order.
     void Collect(int64_t k);
     // W and max_j |w_j| where the rows need them (label smoothing with weights): O(C), once, on any thread, before
-    // Finish.
-    void SummarizeWeights();
+    // Finish. sum_weights: a kernel's vector code for contiguous weights (GradKernelInfo), or null; the same bits.
+    void SummarizeWeights(GradWeightTotals (*sum_weights)(const float *w, int64_t c) = nullptr);
     // After every Collect and SummarizeWeights.
     GradRowScales Finish() const;
     // Pass 2 on rows [begin, end).

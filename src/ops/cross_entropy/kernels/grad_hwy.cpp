@@ -104,7 +104,9 @@ struct HwyKernelEntry {
 
 #define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK)                                                                     \
     HwyKernelEntry {                                                                                              \
-        HWY_##TARGET, {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays}, \
+        HWY_##TARGET,                                                                                             \
+            {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays,          \
+             &NS::SumWeights},                                                                                    \
             false                                                                                                 \
     }
 
@@ -114,7 +116,7 @@ const HwyKernelEntry kHwyKernels[] = {
 #if HWY_TARGETS & HWY_AVX3
     HwyKernelEntry{HWY_AVX3,
                    {"hwy:AVX3_BF16", HwySupports, &N_AVX3::GradKernelNativeBf16, kGradIsaAvx512, &N_AVX3::FmaArrays,
-                    &N_AVX3::ExpDoubleArrays},
+                    &N_AVX3::ExpDoubleArrays, &N_AVX3::SumWeights},
                    true},
     OPENACLNN_HWY_ENTRY(AVX3, N_AVX3, kGradIsaAvx512),
 #endif

@@ -106,6 +106,15 @@ enum GradIsa : int {
     kGradIsaBest = 100,     // no cap
 };
 
+// W = sum_j w_j over C contiguous FLOAT weights, in the one order GradRowsBuilder uses (grad_rows.cpp): 64 partial
+// sums in double, part k taking the w_j with j mod 64 == k in increasing j, combined as a fixed tree (part k plus part
+// k + width, for width = 32, 16, ..., 1); and max_j |w_j| (meaningful where W is finite).
+struct GradWeightTotals {
+    double sum;
+    float max_abs;
+};
+constexpr int kWeightSumParts = 64;
+
 // One entry of the kernel registry (grad_registry.cpp). The registry walks its list in order and takes the first
 // kernel whose `supports` accepts the arguments and whose ISA is within OPENACLNN_MAX_ISA; the last one (the
 // portable Highway target) supports every layout and is taken whatever the cap.
@@ -120,6 +129,9 @@ struct GradKernelInfo {
     // out[i] = ExpDouble(x[i]) (common/exp_double.h) by the kernel's vector code, for the tests that check it against
     // the scalar function on every target; null for the reference kernel.
     void (*exp_double)(const double *x, double *out, size_t count) = nullptr;
+    // GradWeightTotals of w[0, c) by the kernel's vector code (the prologue's pass over the weights); null for the
+    // reference kernel, whose callers sum them as the scalar code does.
+    GradWeightTotals (*sum_weights)(const float *w, int64_t c) = nullptr;
 };
 
 // The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to
