@@ -19,6 +19,13 @@ namespace {
 
 class Stream final : public TaskContext {
 public:
+    // Work queued on a stream runs before it goes: a task that raced with aclrtDestroyStream (queued after the
+    // destroying thread's synchronisation) runs on the thread that drops the last reference.
+    ~Stream() override {
+        std::string ignored;
+        Synchronize(&ignored);
+    }
+
     void Enqueue(Task task) {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(std::move(task));
