@@ -815,7 +815,9 @@ TEST_P(GradKernelTest, VectorWeightSumKeepsItsOrder) {
             EXPECT_EQ(DoubleBits(got.sum), DoubleBits(part[0]))
                 << kernel.name << " C = " << c << " case " << special << ": " << std::hexfloat << got.sum << ", want "
                 << part[0];
-            if (std::isfinite(part[0])) EXPECT_EQ(got.max_abs, max_abs) << kernel.name << " C = " << c;
+            if (std::isfinite(part[0])) {
+                EXPECT_EQ(got.max_abs, max_abs) << kernel.name << " C = " << c;
+            }
         }
     }
 }
