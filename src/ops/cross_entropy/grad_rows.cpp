@@ -179,15 +179,18 @@ GradRowScales GradRowsBuilder::Finish() const {
     return scales;
 }
 
-void GradRowsBuilder::Fill(const GradRowScales &scales, int64_t begin, int64_t end) const {
-    ClearUpperVectorState();
-    const CrossEntropyGradProblem &p = p_;
+namespace {
+
+// Pass 2 with the target's integer type and the presence of weights fixed at compile time: the per-row branches on
+// them were a third of the pass (16384 x 10).
+template <typename Index, bool kWeighted>
+void FillRows(const CrossEntropyGradProblem &p, const GradRowScales &scales, GradRowCoefficients *rows_out,
+              int64_t begin, int64_t end) {
     const RowAccess targets(p.inputs[kTarget]);
     const RowAccess weights_at(p.inputs[kWeight]);
     const RowAccess grad_losses(p.inputs[kGradLoss]);
     const RowAccess grad_zlosses(p.inputs[kGradZloss]);
     const RowAccess lses(p.inputs[kLseForZloss]);
-    const aclDataType target_dtype = p.target_dtype;
     const aclDataType dtype = p.dtype;
     const int64_t c = p.c;
     const int64_t ignore_index = p.ignore_index;
@@ -198,7 +201,12 @@ void GradRowsBuilder::Fill(const GradRowScales &scales, int64_t begin, int64_t e
     const double zloss_scale = scales.zloss_scale;
     const double smoothing = p.label_smoothing;
     const auto class_weight = [&](int64_t j) {
-        return weights_at.base != nullptr ? LoadFloatAt(weights_at.At(j), ACL_FLOAT) : 1.0;
+        if constexpr (kWeighted) {
+            float w;
+            std::memcpy(&w, weights_at.At(j), sizeof(w));
+            return static_cast<double>(w);
+        }
+        return 1.0;
     };
 
     // The terms that depend on gradLoss (and gradZloss) alone: once per row for reduction none, once per call
@@ -225,8 +233,10 @@ void GradRowsBuilder::Fill(const GradRowScales &scales, int64_t begin, int64_t e
     const double zloss_factor = 2.0 * p.zloss_scale;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     for (int64_t i = begin; i < end; ++i) {
-        GradRowCoefficients &row = rows_[i];
-        const int64_t t = LoadIndexAt(targets.At(i), target_dtype);
+        GradRowCoefficients &row = rows_out[i];
+        Index index;
+        std::memcpy(&index, targets.At(i), sizeof(index));
+        const int64_t t = index;
         if (t == ignore_index) {
             row = GradRowCoefficients{0.0, 0.0, 0.0, -1, kRowZero, 0};
             continue;
@@ -243,6 +253,24 @@ void GradRowsBuilder::Fill(const GradRowScales &scales, int64_t begin, int64_t e
         const double b = terms.smooth;
         const int32_t kind = a == 0.0 && b == 0.0 && nll == 0.0 ? kRowZero : kRowCompute;
         row = GradRowCoefficients{a, b, nll, t, kind, terms.flags};
+    }
+}
+
+}  // namespace
+
+void GradRowsBuilder::Fill(const GradRowScales &scales, int64_t begin, int64_t end) const {
+    ClearUpperVectorState();
+    const bool weighted = p_.inputs[kWeight].present;
+    if (p_.target_dtype == ACL_INT32) {
+        if (weighted) {
+            FillRows<int32_t, true>(p_, scales, rows_, begin, end);
+        } else {
+            FillRows<int32_t, false>(p_, scales, rows_, begin, end);
+        }
+    } else if (weighted) {
+        FillRows<int64_t, true>(p_, scales, rows_, begin, end);
+    } else {
+        FillRows<int64_t, false>(p_, scales, rows_, begin, end);
     }
 }
 
