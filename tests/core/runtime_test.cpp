@@ -232,7 +232,8 @@ TEST(Runtime, SynchronisingThreadsRunTheQueueInOrder) {
         for (int i = 0; i <= kTasks; ++i) ASSERT_EQ(log[i], i) << "round " << round;
         ids.push_back(std::this_thread::get_id());
         for (const std::thread::id &id : ran_on) {
-            ASSERT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << "a task ran on a thread that did not synchronise";
+            ASSERT_NE(std::find(ids.begin(), ids.end(), id), ids.end())
+                << "a task ran on a thread that did not synchronise";
         }
     }
     EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);

@@ -151,8 +151,8 @@ void GradRowsBuilder::SummarizeWeights(GradWeightTotals (*sum_weights)(const flo
         const GradWeightTotals totals = sum_weights(reinterpret_cast<const float *>(weight.Base()), p_.c);
         ClearUpperVectorState();
         const bool use_max = p_.dtype == ACL_FLOAT16 && std::isfinite(totals.sum);
-        summary = WeightSummary{totals.sum, use_max ? static_cast<double>(totals.max_abs)
-                                                    : std::numeric_limits<double>::infinity()};
+        summary = WeightSummary{
+            totals.sum, use_max ? static_cast<double>(totals.max_abs) : std::numeric_limits<double>::infinity()};
     } else {
         summary = cross_entropy::SummarizeWeights(weight, p_.c, p_.dtype);
     }
@@ -181,8 +181,8 @@ GradRowScales GradRowsBuilder::Finish() const {
 
 namespace {
 
-// Pass 2 with the target's integer type and the presence of weights fixed at compile time: the per-row branches on
-// them were a third of the pass (16384 x 10).
+// Pass 2 with the target's integer type and the presence of weights fixed at compile time, instead of a branch on
+// each per row (16384 x 10 fp32, one thread, perf: the pass 22% of the samples before, 19% after).
 template <typename Index, bool kWeighted>
 void FillRows(const CrossEntropyGradProblem &p, const GradRowScales &scales, GradRowCoefficients *rows_out,
               int64_t begin, int64_t end) {

@@ -102,22 +102,17 @@ struct HwyKernelEntry {
     bool needs_avx512_bf16;
 };
 
-#define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK)                                                                     \
-    HwyKernelEntry {                                                                                              \
-        HWY_##TARGET,                                                                                             \
-            {"hwy:" #TARGET, HwySupports, &NS::GradKernel, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays,          \
-             &NS::SumWeights},                                                                                    \
-            false                                                                                                 \
-    }
+// A target's registry entry: its kernel, and its vector helpers that the tests hold to the scalar code.
+#define OPENACLNN_HWY_INFO(NAME, NS, KERNEL, RANK) \
+    GradKernelInfo { NAME, HwySupports, &NS::KERNEL, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays, &NS::SumWeights }
+#define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
+    HwyKernelEntry { HWY_##TARGET, OPENACLNN_HWY_INFO("hwy:" #TARGET, NS, GradKernel, RANK), false }
 
 // Best first. AVX3_BF16 is the AVX3 code with bf16 results rounded by the AVX-512 BF16 instruction (the same bits;
 // grad_hwy-inl.h, StoreBf16PairsNative).
 const HwyKernelEntry kHwyKernels[] = {
 #if HWY_TARGETS & HWY_AVX3
-    HwyKernelEntry{HWY_AVX3,
-                   {"hwy:AVX3_BF16", HwySupports, &N_AVX3::GradKernelNativeBf16, kGradIsaAvx512, &N_AVX3::FmaArrays,
-                    &N_AVX3::ExpDoubleArrays, &N_AVX3::SumWeights},
-                   true},
+    HwyKernelEntry{HWY_AVX3, OPENACLNN_HWY_INFO("hwy:AVX3_BF16", N_AVX3, GradKernelNativeBf16, kGradIsaAvx512), true},
     OPENACLNN_HWY_ENTRY(AVX3, N_AVX3, kGradIsaAvx512),
 #endif
 #if HWY_TARGETS & HWY_AVX2
@@ -144,6 +139,7 @@ const HwyKernelEntry kHwyKernels[] = {
 };
 
 #undef OPENACLNN_HWY_ENTRY
+#undef OPENACLNN_HWY_INFO
 
 }  // namespace
 
