@@ -46,6 +46,29 @@ TEST(Runtime, FinalizeTwiceIsRepeatFinalize) {
     EXPECT_NE(output.find("done"), std::string::npos) << output;
 }
 
+// aclFinalize runs the work still queued on every stream (the default one and a created one) before it returns.
+int FinalizeRunsQueuedWorkProbe(const std::vector<std::string> &) {
+    if (aclInit(nullptr) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS) return 2;
+    aclrtStream stream = nullptr;
+    if (aclrtCreateStream(&stream) != ACL_SUCCESS) return 2;
+    std::vector<uint8_t> src(4096), a(4096, 0), b(4096, 0);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+    if (aclrtMemcpyAsync(a.data(), a.size(), src.data(), src.size(), ACL_MEMCPY_HOST_TO_HOST, stream) != ACL_SUCCESS ||
+        aclrtMemcpyAsync(b.data(), b.size(), src.data(), src.size(), ACL_MEMCPY_HOST_TO_HOST, nullptr) != ACL_SUCCESS) {
+        return 2;
+    }
+    if (aclFinalize() != ACL_SUCCESS) return 2;
+    std::printf("created stream %s, default stream %s\n", a == src ? "ran" : "did not run",
+                b == src ? "ran" : "did not run");
+    return a == src && b == src ? 0 : 1;
+}
+const ProbeRegistrar kFinalizeRunsQueuedWorkProbe("finalize_runs_queued_work", FinalizeRunsQueuedWorkProbe);
+
+TEST(Runtime, FinalizeRunsQueuedWork) {
+    std::string output;
+    EXPECT_EQ(RunProbe("finalize_runs_queued_work", {}, {}, &output), 0) << output;
+}
+
 TEST(Runtime, Devices) {
     EXPECT_EQ(aclrtSetDevice(1), ACL_ERROR_RT_INVALID_DEVICEID);
     EXPECT_EQ(aclrtSetDevice(-1), ACL_ERROR_RT_INVALID_DEVICEID);
@@ -237,6 +260,21 @@ TEST(Runtime, SynchronisingThreadsRunTheQueueInOrder) {
         }
     }
     EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+}
+
+// Queued work runs when the stream is destroyed without a synchronisation, in order.
+TEST(Runtime, DestroyingAStreamRunsItsQueuedWork) {
+    constexpr size_t kBytes = size_t{1} << 20;
+    std::vector<uint8_t> src(kBytes);
+    std::mt19937_64 rng(4);
+    for (auto &byte : src) byte = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> hop(kBytes, 0), back(kBytes, 0);
+    aclrtStream stream = nullptr;
+    ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+    ASSERT_EQ(aclrtMemcpyAsync(hop.data(), kBytes, src.data(), kBytes, ACL_MEMCPY_HOST_TO_HOST, stream), ACL_SUCCESS);
+    ASSERT_EQ(aclrtMemcpyAsync(back.data(), kBytes, hop.data(), kBytes, ACL_MEMCPY_HOST_TO_HOST, stream), ACL_SUCCESS);
+    EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+    EXPECT_EQ(back, src);
 }
 
 TEST(Runtime, RecentErrorMessageIsPerThread) {
