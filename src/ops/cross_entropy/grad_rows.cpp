@@ -25,12 +25,6 @@
 namespace openaclnn::cross_entropy {
 namespace {
 
-// Sum and largest magnitude of the FLOAT weight vector.
-struct WeightSummary {
-    double sum;      // W = sum_j w_j
-    double max_abs;  // max_j |w_j|; +inf where a weight is not finite or the maximum is not needed (no flag then)
-};
-
 // W in double, in one fixed order whatever the threads or the CPU (GradWeightTotals, grad_kernel.h): kParts partial
 // sums (j mod kParts), then combined as a fixed tree (part k with part k + width, for width = kParts / 2, ..., 1).
 // The independent sums let the additions overlap: each sum is one chain of dependent additions, and with 8 of them
@@ -42,7 +36,7 @@ struct WeightSummary {
 // harm). The weights lie `step` bytes apart, a compile-time 4 for the usual contiguous layout, and `omp simd` has the
 // compiler run a block's parts as vector lanes (each lane its own sum, so no sum is reordered).
 template <bool kMax, typename Step>
-WeightSummary SummarizeWeightsAt(const char *base, int64_t c, Step step) {
+GradWeightTotals SummarizeWeightsAt(const char *base, int64_t c, Step step) {
     constexpr int kParts = kWeightSumParts;
     double part[kParts] = {};
     float max_part[kParts] = {};
@@ -61,15 +55,13 @@ WeightSummary SummarizeWeightsAt(const char *base, int64_t c, Step step) {
     for (int width = kParts / 2; width >= 1; width /= 2) {
         for (int k = 0; k < width; ++k) part[k] += part[k + width];
     }
-    const double sum = part[0];
     float max = 0.0f;
     for (float m : max_part) max = std::max(max, m);
-    const bool use_max = kMax && std::isfinite(sum);
-    return WeightSummary{sum, use_max ? static_cast<double>(max) : std::numeric_limits<double>::infinity()};
+    return GradWeightTotals{part[0], max};
 }
 
 template <bool kMax>
-WeightSummary SummarizeWeightsOf(const Operand &weight, int64_t c) {
+GradWeightTotals SummarizeWeightsOf(const Operand &weight, int64_t c) {
     const char *base = weight.Element(0, weight.stride0);
     if (weight.stride0 == 1) {
         return SummarizeWeightsAt<kMax>(base, c, std::integral_constant<int64_t, sizeof(float)>());
@@ -77,7 +69,8 @@ WeightSummary SummarizeWeightsOf(const Operand &weight, int64_t c) {
     return SummarizeWeightsAt<kMax>(base, c, weight.stride0 * static_cast<int64_t>(sizeof(float)));
 }
 
-WeightSummary SummarizeWeights(const Operand &weight, int64_t c, aclDataType dtype) {
+// max_abs only for fp16 (0 otherwise).
+GradWeightTotals SummarizeWeights(const Operand &weight, int64_t c, aclDataType dtype) {
     return dtype == ACL_FLOAT16 ? SummarizeWeightsOf<true>(weight, c) : SummarizeWeightsOf<false>(weight, c);
 }
 
@@ -144,20 +137,19 @@ void GradRowsBuilder::SummarizeWeights(GradWeightTotals (*sum_weights)(const flo
     const Operand &weight = p_.inputs[kWeight];
     if (!weight.present || p_.label_smoothing == 0.0) return;
     ClearUpperVectorState();
-    WeightSummary summary;
+    GradWeightTotals totals;
     if (sum_weights != nullptr && weight.stride0 == 1) {
         // The kernel's vector code: 14 us for 152064 weights against 19 us for the compiler's (1 thread; the pass reads
         // the weights from memory).
-        const GradWeightTotals totals = sum_weights(reinterpret_cast<const float *>(weight.Base()), p_.c);
+        totals = sum_weights(reinterpret_cast<const float *>(weight.Base()), p_.c);
         ClearUpperVectorState();
-        const bool use_max = p_.dtype == ACL_FLOAT16 && std::isfinite(totals.sum);
-        summary = WeightSummary{
-            totals.sum, use_max ? static_cast<double>(totals.max_abs) : std::numeric_limits<double>::infinity()};
     } else {
-        summary = cross_entropy::SummarizeWeights(weight, p_.c, p_.dtype);
+        totals = cross_entropy::SummarizeWeights(weight, p_.c, p_.dtype);
     }
-    weight_sum_ = summary.sum;
-    max_abs_weight_ = summary.max_abs;
+    weight_sum_ = totals.sum;
+    // The maximum flags fp16 rows only (GradRowFlags), and means something only where every weight is finite.
+    const bool use_max = p_.dtype == ACL_FLOAT16 && std::isfinite(totals.sum);
+    max_abs_weight_ = use_max ? static_cast<double>(totals.max_abs) : std::numeric_limits<double>::infinity();
 }
 
 GradRowScales GradRowsBuilder::Finish() const {

@@ -1924,8 +1924,9 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     };
     const bool in_place = args.out == args.log_prob;
     const auto target_before = [&](int64_t i) { return in_place ? read_target(i) : TargetInput{false, T{}}; };
-    const auto target_input = [&](int64_t i, const TargetInput &before) { return in_place ? before : read_target(i); };
-    const auto target_after = [&](int64_t i, const TargetInput &before) { store_target(i, target_input(i, before)); };
+    const auto target_after = [&](int64_t i, const TargetInput &before) {
+        store_target(i, in_place ? before : read_target(i));
+    };
     // One row by itself.
     const auto single_row = [&](int64_t i) {
         const GradRowCoefficients &row = args.rows[i];
