@@ -1437,12 +1437,15 @@ HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_
 // target: as baseline code called from the vector code it ran with the upper halves of the vector registers dirty
 // (vector_state.h), and 16384 x 10 bf16 spent 23% of its time in it (fp32: 5%). Its double operations and conversions
 // are exact IEEE ones, so every target stores the same bits.
+HWY_INLINE double TargetValue(double x, const GradRowCoefficients &row, double weight) {
+    double value = ExpDouble(x) * row.a - row.b * weight;
+    return value - row.g;
+}
+
 template <aclDataType kType>
 HWY_INLINE void StoreTarget(const typename Storage<kType>::T *x, typename Storage<kType>::T *out,
                             const GradRowCoefficients &row, double weight) {
-    double value = ExpDouble(LoadElement<kType>(x, 0)) * row.a - row.b * weight;
-    value -= row.g;
-    StoreElement<kType>(out, 0, value);
+    StoreElement<kType>(out, 0, TargetValue(LoadElement<kType>(x, 0), row, weight));
 }
 
 using DD = hn::ScalableTag<double>;
@@ -1739,18 +1742,21 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 // the output lines at row boundaries were written partly by regular, partly by streaming stores. In fp32 every such
 // row gives the same bits with the constant bias term b (b == +0 gives exp(x) a itself), so one bias kind serves the
 // tile; rows for the double path, or with weights and a bias term (done in groups instead), keep the row path.
-// 65536 x 1000 plain against row by row (whose rows of 4000 bytes did not stream): 0.82-0.91x the time, with the
-// target input read after the row; 16384 x 4000 0.75x. The same run for fp16 and bf16 rows (a unit of two vectors per
+// 65536 x 1000 plain against row by row (whose rows of 4000 bytes did not stream): 0.82-0.91x the time (with the
+// target element stored after its row); 16384 x 4000 0.75x. The same run for fp16 and bf16 rows (a unit of two vectors per
 // streaming store) took 1.2x and 1.5x the time of their regular stores on 65536 x 1000: fp32 only. Consecutive rows
 // with the same coefficients (SameRowScale: every row of a mean or sum without weights) go through the row loop as
 // one range, kFlatRunRows at a time, with no boundary vector between them: 65536 x 1000 plain 0.79x and z-loss 0.85x
 // the time of a call of the row loop per row (ab_libs, 5 rounds).
 
-// count <= lanes elements at in/out, the first k of them in row0 and the others in row1 (the general path of the exp,
-// each lane with its row's a and b; lanes of rows of kind kRowZero +0). Whole aligned vectors stream where `stream`.
+// count <= lanes elements at in/out, the first k of them in row0 (columns col0 on) and the others in row1 (columns 0
+// on): the general path of the exp, each lane with its row's a and b; lanes of rows of kind kRowZero +0, and a row's
+// target element, where it lies in the vector, StoreTarget's value (its input read before the vector is stored, so
+// also where out is logProb). Whole aligned vectors stream where `stream`.
 template <BiasKind kBias>
-HWY_NOINLINE void FlatBoundaryVector(const float *in, float *out, size_t count, size_t k,
-                                     const GradRowCoefficients &row0, const GradRowCoefficients &row1, bool stream) {
+HWY_NOINLINE void FlatBoundaryVector(const GradKernelArgs &args, const float *in, float *out, size_t count, size_t k,
+                                     const GradRowCoefficients &row0, size_t col0, const GradRowCoefficients &row1,
+                                     bool stream) {
     const DF df;
     const size_t lanes = hn::Lanes(df);
     const auto first = hn::FirstN(df, k);
@@ -1768,6 +1774,17 @@ HWY_NOINLINE void FlatBoundaryVector(const float *in, float *out, size_t count, 
     const auto zero0 = row0.kind == kRowZero ? first : none;
     const auto zero1 = row1.kind == kRowZero ? hn::Not(first) : none;
     value = hn::IfThenZeroElse(hn::Or(zero0, zero1), value);
+    // The row's target element, if among its lanes [lane, lane + n) (columns col on).
+    const auto target = [&](const GradRowCoefficients &row, size_t lane, size_t col, size_t n) {
+        if (row.kind == kRowZero || row.col < static_cast<int64_t>(col) || row.col >= static_cast<int64_t>(col + n)) {
+            return;
+        }
+        const size_t at = lane + static_cast<size_t>(row.col) - col;
+        const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+        value = hn::InsertLane(value, at, static_cast<float>(TargetValue(in[at], row, weight)));
+    };
+    target(row0, 0, col0, HWY_MIN(k, count));
+    if (k < count) target(row1, k, 0, count - k);
     if (whole && stream) {
         hn::Stream(value, df, out);
     } else if (whole) {
@@ -1806,19 +1823,19 @@ HWY_INLINE FlatPlan PlanFlatRows(const GradKernelArgs &args, const GradTile &til
     return plan;
 }
 
-// The tile's rows as one run (see above); target_before/target_after as in GradTileContiguous, the first called
-// before anything of the row is written, the second once the row is done.
 // Rows that the row loop computes alike: the same a, b, kind and flags (g and the target column may differ: the
-// target element is stored apart, after its row).
+// target element is patched into its vector, FlatBoundaryVector).
 HWY_INLINE bool SameRowScale(const GradRowCoefficients &x, const GradRowCoefficients &y) {
     return std::memcmp(&x.a, &y.a, sizeof(x.a)) == 0 && std::memcmp(&x.b, &y.b, sizeof(x.b)) == 0 && x.kind == y.kind &&
            x.flags == y.flags;  // bitwise: +0 and -0 scale differently
 }
 constexpr size_t kFlatRunRows = 16;
 
-template <BiasKind kBias, class TargetBefore, class TargetAfter>
-HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &tile, const TargetBefore &target_before,
-                                   const TargetAfter &target_after) {
+// The tile's rows as one run (see above). Each row's target element goes into the vector that holds it
+// (FlatBoundaryVector), which streams with the others: stored after its row instead, by a regular store into a line
+// just written by streaming stores, it took 65536 x 1000 fp32 plain from 1.20x to 1.33x the copy's time.
+template <BiasKind kBias>
+HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &tile) {
     const DF df;
     const size_t lanes = hn::Lanes(df);
     const size_t c = static_cast<size_t>(args.c);
@@ -1829,24 +1846,20 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
     const GradRowCoefficients *rows = args.rows + tile.row_begin;
     const PairWeights no_pairs{nullptr, nullptr, 0, 0.0f};
     const GradRowCoefficients none{0.0, 0.0, 0.0, -1, kRowZero, 0};
-    auto target = target_before(tile.row_begin);
     // The elements before the first aligned vector (StreamPeel: fewer than a vector, all in the first row, C being at
     // least two vectors).
     size_t e = HWY_MIN(StreamPeel(out), end);
-    if (e > 0) FlatBoundaryVector<kBias>(in, out, e, e, rows[0], none, false);
+    if (e > 0) FlatBoundaryVector<kBias>(args, in, out, e, e, rows[0], 0, none, false);
     size_t r = 0;  // the row of element e
-    decltype(target) run_targets[kFlatRunRows];
     while (e < end) {
         const size_t row_start = r * c;
         const GradRowCoefficients &row = rows[r];
         // The rows from r on with this row's coefficients (every row of a mean or sum without weights or smoothing
-        // has them), up to kFlatRunRows, run as one range through the row loop: their target inputs are read first.
+        // has them), up to kFlatRunRows, run as one range through the row loop.
         size_t run = 1;
         if (row.kind != kRowZero) {
             while (run < kFlatRunRows && r + run < tile_rows && SameRowScale(rows[r + run], row)) ++run;
         }
-        run_targets[0] = target;
-        for (size_t q = 1; q < run; ++q) run_targets[q] = target_before(tile.row_begin + static_cast<int64_t>(r + q));
         const size_t run_end = row_start + run * c;
         // The run's whole vectors (from e, aligned, to the last one that ends within the run).
         size_t j = e - row_start;
@@ -1856,26 +1869,42 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
             const float a = static_cast<float>(row.a);
             const float b = static_cast<float>(row.b);
             const FastWindow window = RowFastWindow(a, b, true);
-            RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(df, in + row_start, out + row_start, j, run * c,
-                                                                        hn::Set(df, a), hn::Set(df, b), nullptr,
-                                                                        no_pairs, row, window, &j);
+            const auto loop = [&](size_t to) {
+                if (j < to) {
+                    RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(
+                        df, in + row_start, out + row_start, j, to, hn::Set(df, a), hn::Set(df, b), nullptr, no_pairs,
+                        row, window, &j);
+                }
+            };
+            const size_t whole_end = j + (run * c - j) / lanes * lanes;
+            // The vectors that hold a target element in between (one before j is in a vector already stored, one
+            // from whole_end on in the boundary vector below).
+            for (size_t q = 0; q < run; ++q) {
+                const int64_t col = rows[r + q].col;
+                if (col < 0 || col >= args.c) continue;
+                const size_t at = q * c + static_cast<size_t>(col);
+                if (at < j || at >= whole_end) continue;
+                const size_t v = j + (at - j) / lanes * lanes;
+                loop(v);
+                // The vector may begin in the row before (whose target, if in it too, was row q0's turn).
+                const size_t q0 = v / c;
+                const size_t in_row = HWY_MIN(lanes, (q0 + 1) * c - v);  // lanes in row q0; the rest in row q0 + 1
+                FlatBoundaryVector<kBias>(args, in + row_start + v, out + row_start + v, lanes, in_row, rows[r + q0],
+                                          v - q0 * c, in_row < lanes ? rows[r + q0 + 1] : none, kCanStream);
+                j = v + lanes;
+            }
+            loop(whole_end);
         }
         e = row_start + j;
-        // The next row's target input, before anything of that row is written.
-        const size_t last_row = r + run - 1;
-        const bool last = last_row + 1 == tile_rows;
-        const auto next_target = last ? target : target_before(tile.row_begin + static_cast<int64_t>(last_row) + 1);
         // The vector that ends the run and begins the next row (or the tile's last, partial vector).
+        const size_t last_row = r + run - 1;
         if (e < run_end) {
             const size_t count = HWY_MIN(lanes, end - e);
-            FlatBoundaryVector<kBias>(in + e, out + e, count, run_end - e, rows[last_row],
+            const bool last = last_row + 1 == tile_rows;
+            FlatBoundaryVector<kBias>(args, in + e, out + e, count, run_end - e, rows[last_row], e - last_row * c,
                                       last ? none : rows[last_row + 1], kCanStream);
             e += count;
         }
-        if (row.kind != kRowZero) {
-            for (size_t q = 0; q < run; ++q) target_after(tile.row_begin + static_cast<int64_t>(r + q), run_targets[q]);
-        }
-        target = next_target;
         r += run;
     }
 }
@@ -1904,9 +1933,10 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const auto out_row = [&](int64_t i) {
         return out_base + i * args.out_row_stride + tile.col_begin * args.out_col_stride;
     };
-    // The target column is recomputed in double after its row (store_target). Its input is read after the row too,
-    // from the cache (target_before, target_after), except where out is logProb: there it is read before the row
-    // overwrites it. Read before, it was a cache miss ahead of the row's loads (65536 x 1000 fp32: about 0.1 us a row).
+    // The target column is recomputed in double after its row (store_target; FlatStreamedRows puts it into its vector
+    // instead). Its input is read after the row too, from the cache (target_before, target_after), except where out is
+    // logProb: there it is read before the row overwrites it. Read before, it was a cache miss ahead of the row's
+    // loads (65536 x 1000 fp32: about 0.1 us a row).
     struct TargetInput {
         bool present;
         T x;
@@ -1950,9 +1980,9 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
             const FlatPlan flat = PlanFlatRows(args, tile, weights);
             if (flat.usable) {
                 if (flat.bias == kNoBias) {
-                    FlatStreamedRows<kNoBias>(args, tile, target_before, target_after);
+                    FlatStreamedRows<kNoBias>(args, tile);
                 } else {
-                    FlatStreamedRows<kConstBias>(args, tile, target_before, target_after);
+                    FlatStreamedRows<kConstBias>(args, tile);
                 }
                 hwy::FlushStream();
                 return;
