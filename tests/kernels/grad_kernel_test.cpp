@@ -865,6 +865,35 @@ TEST_P(GradKernelTest, Fp32ExpUlp) {
     EXPECT_EQ(got[4], INFINITY);
 }
 
+// The sign of a zero where the bias term is +0 times a negative weight: b = +0 (no smoothing), w_j < 0, so
+// b w_j = -0, and exp(x) a = -0 (a < 0, exp(x) = 0) gives -0 - (-0) = +0, where leaving the bias term out would
+// give -0. Every dtype, rows of 64 (whole vectors) and 67 (a tail), weights all negative or one negative among
+// positive ones; against the reference bit for bit.
+TEST_P(GradKernelTest, NegativeWeightsKeepTheSignOfZero) {
+    const GradKernelInfo &kernel = *GetParam();
+    for (aclDataType dtype : kDtypes) {
+        for (int64_t c : {64, 67}) {
+            for (int negative_only = 0; negative_only < 2; ++negative_only) {
+                Problem p = DenseProblem(dtype, 3, c);
+                p.weight.assign(static_cast<size_t>(c), negative_only ? -2.0f : 0.5f);
+                p.weight[static_cast<size_t>(c / 2)] = -2.0f;
+                for (int64_t k = 0; k < p.n * c; ++k) StoreFromDouble(dtype, p.in.data(), k, -INFINITY);
+                p.rows.assign(static_cast<size_t>(p.n), GradRowCoefficients{-1.0, 0.0, 0.5, 3, kRowCompute, 0});
+                const std::vector<uint8_t> ref = ReferenceOutput(p);
+                Poison(p.out);
+                GradKernelArgs args = p.Args();
+                kernel.run(args, GradTile{0, p.n, 0, c});
+                int64_t first = 0;
+                while (first < p.n * c && Bits(dtype, p.out.data(), first) == Bits(dtype, ref.data(), first)) ++first;
+                EXPECT_EQ(first, p.n * c) << kernel.name << " " << DtypeName(dtype) << " C=" << c
+                                          << (negative_only ? " all" : " one") << " negative; element " << first
+                                          << ": 0x" << std::hex << Bits(dtype, p.out.data(), first)
+                                          << ", reference 0x" << Bits(dtype, ref.data(), first);
+            }
+        }
+    }
+}
+
 // Rows whose coefficients are NaN (target out of range) are NaN everywhere; kRowZero rows are +0 everywhere.
 TEST_P(GradKernelTest, NanAndZeroRows) {
     const GradKernelInfo &kernel = *GetParam();

@@ -1316,9 +1316,9 @@ HWY_INLINE WeightTraits WeightsOf(const float *w, size_t count) {
     for (; j + lanes <= count; j += lanes) {
         const VI bits = hn::BitCast(di, hn::LoadU(df, w + j));
         const VI abs_bits = hn::And(bits, hn::Set(di, 0x7fffffff));
-        // As signed integers, finite non-negative floats are exactly the bit patterns in [0, 0x7f800000).
+        // Finite: |w| below infinity's bit pattern (as integers, in the same order); positive: the sign bit clear.
         finite = hn::And(finite, hn::Lt(abs_bits, inf_bits));
-        positive = hn::And(positive, hn::Lt(bits, inf_bits));
+        positive = hn::And(positive, hn::Eq(bits, abs_bits));
         const VF abs = hn::BitCast(df, abs_bits);
         min_nonzero = hn::Min(min_nonzero, hn::IfThenElse(hn::Eq(abs, hn::Zero(df)), inf, abs));
         max = hn::Max(max, abs);
