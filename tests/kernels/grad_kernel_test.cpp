@@ -780,17 +780,19 @@ TEST_P(GradKernelTest, VectorExpDoubleIsScalarExpDouble) {
     EXPECT_EQ(mismatches, 0) << kernel.name << " of " << x.size();
 }
 
-// The vector sum of the weights (GradKernelInfo::sum_weights, the prologue's W) against its definition in
+// The vector pass over the weights (GradKernelInfo::weigh, the prologue's W and traits) against their definitions in
 // grad_kernel.h, computed here one element at a time: kWeightSumParts sums in double, part k taking j mod
-// kWeightSumParts == k in increasing j, then the fixed tree. Weights of mixed sign spanning 2^-40 .. 2^40, so that
-// any other order rounds differently; lengths around the parts' multiples; infinities and NaN.
-TEST_P(GradKernelTest, VectorWeightSumKeepsItsOrder) {
+// kWeightSumParts == k in increasing j, then the fixed tree; the traits. Weights of mixed sign spanning 2^-40 ..
+// 2^40, so that any other order rounds differently; lengths around the parts' multiples; infinities, NaN, all -0,
+// all positive with zeros among them. The slices weighed in one call and in 2, 3 and 4 (as threads share them), and
+// the traits alone.
+TEST_P(GradKernelTest, VectorWeightPassKeepsItsOrder) {
     const GradKernelInfo &kernel = *GetParam();
-    ASSERT_NE(kernel.sum_weights, nullptr);
+    ASSERT_NE(kernel.weigh, nullptr);
     std::mt19937_64 rng(20261206);
     std::uniform_real_distribution<double> exponent(-40.0, 40.0);
-    for (int64_t c : {0, 1, 5, 63, 64, 65, 127, 128, 129, 1000, 4099, 152064}) {
-        for (int special = 0; special < 4; ++special) {
+    for (int64_t c : {0, 1, 5, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4099, 152064}) {
+        for (int special = 0; special < 5; ++special) {
             std::vector<float> w(static_cast<size_t>(c));
             for (float &x : w) x = static_cast<float>((rng() % 2 ? 1.0 : -1.0) * std::exp2(exponent(rng)));
             if (c > 0 && special == 1) w[static_cast<size_t>(rng() % c)] = INFINITY;
@@ -798,25 +800,49 @@ TEST_P(GradKernelTest, VectorWeightSumKeepsItsOrder) {
             if (special == 3) {
                 for (float &x : w) x = -0.0f;
             }
+            if (special == 4) {
+                for (float &x : w) x = std::fabs(x);
+                if (c > 2) w[static_cast<size_t>(rng() % c)] = 0.0f;
+            }
             double part[kWeightSumParts] = {};
-            float max_abs = 0.0f;
+            GradWeightTraits want;
             for (int64_t j = 0; j < c; ++j) {
-                part[j % kWeightSumParts] += static_cast<double>(w[j]);
-                max_abs = std::max(max_abs, std::fabs(w[j]));
+                const float x = w[static_cast<size_t>(j)];
+                part[j % kWeightSumParts] += static_cast<double>(x);
+                want.finite = want.finite && std::isfinite(x);
+                want.positive = want.positive && std::isfinite(x) && !std::signbit(x);
+                if (x != 0.0f) want.min_nonzero = std::min(want.min_nonzero, std::fabs(x));
+                want.max = std::max(want.max, std::fabs(x));
             }
-            for (int width = kWeightSumParts / 2; width >= 1; width /= 2) {
-                for (int k = 0; k < width; ++k) part[k] += part[k + width];
-            }
-            const GradWeightTotals got = kernel.sum_weights(w.data(), c);
-            if (std::isnan(part[0])) {
-                EXPECT_TRUE(std::isnan(got.sum)) << kernel.name << " C = " << c << ": " << got.sum;
-                continue;
-            }
-            EXPECT_EQ(DoubleBits(got.sum), DoubleBits(part[0]))
-                << kernel.name << " C = " << c << " case " << special << ": " << std::hexfloat << got.sum << ", want "
-                << part[0];
-            if (std::isfinite(part[0])) {
-                EXPECT_EQ(got.max_abs, max_abs) << kernel.name << " C = " << c;
+            const double sum = WeightSumOfParts(part);
+            for (int parts = 1; parts <= kWeightSlices; ++parts) {
+                for (bool with_sum : {true, false}) {
+                    double got_part[kWeightSumParts] = {};
+                    GradWeightTraits got;
+                    for (int k = 0; k < parts; ++k) {
+                        const int first = kWeightSlices * k / parts;
+                        const int slices = kWeightSlices * (k + 1) / parts - first;
+                        got = MergeWeightTraits(
+                            got, kernel.weigh(w.data(), c, first, slices, with_sum ? got_part : nullptr));
+                    }
+                    const std::string what = std::string(kernel.name) + " C = " + std::to_string(c) + " case " +
+                                             std::to_string(special) + " in " + std::to_string(parts) + " part(s)" +
+                                             (with_sum ? "" : ", traits alone");
+                    EXPECT_EQ(got.finite, want.finite) << what;
+                    EXPECT_EQ(got.positive, want.positive) << what;
+                    if (want.finite) {  // (the extremes mean something only then)
+                        EXPECT_EQ(got.min_nonzero, want.min_nonzero) << what;
+                        EXPECT_EQ(got.max, want.max) << what;
+                    }
+                    if (!with_sum) continue;
+                    const double got_sum = WeightSumOfParts(got_part);
+                    if (std::isnan(sum)) {
+                        EXPECT_TRUE(std::isnan(got_sum)) << what << ": " << got_sum;
+                    } else {
+                        EXPECT_EQ(DoubleBits(got_sum), DoubleBits(sum))
+                            << what << ": " << std::hexfloat << got_sum << ", want " << sum;
+                    }
+                }
             }
         }
     }
@@ -890,6 +916,41 @@ TEST_P(GradKernelTest, NegativeWeightsKeepTheSignOfZero) {
                                           << ": 0x" << std::hex << Bits(dtype, p.out.data(), first)
                                           << ", reference 0x" << Bits(dtype, ref.data(), first);
             }
+        }
+    }
+}
+
+// Every tile decides by the traits of all C weights (GradKernelArgs::weight_traits, or found over all C): rows with
+// b = +0 and one negative or infinite weight keep their bias term in every tile, also in those whose columns hold
+// only positive weights (without it, bf16 rows run an exp of another degree, and other bits). Whole rows against
+// tiles split along the columns and against the traits given by the caller, bit for bit (NaN for NaN); every dtype.
+TEST_P(GradKernelTest, TilesDecideByAllTheWeights) {
+    const GradKernelInfo &kernel = *GetParam();
+    for (aclDataType dtype : kDtypes) {
+        for (float planted : {-0.5f, INFINITY}) {
+            const int64_t n = 5, c = 131073;
+            Problem p = MakeProblem(dtype, n, c, kWeighted, 7700);
+            p.weight[c * 3 / 4] = planted;
+            const std::string what =
+                std::string(kernel.name) + " " + DtypeName(dtype) + " w = " + std::to_string(planted);
+            GradKernelArgs args = p.Args();
+            Poison(p.out);
+            kernel.run(args, GradTile{0, n, 0, c});
+            const std::vector<uint8_t> whole = p.out;
+            Poison(p.out);
+            for (int64_t col : {int64_t{0}, c / 3, c / 2})
+                kernel.run(args, GradTile{0, n, col, col == 0 ? c / 3 : col == c / 3 ? c / 2 : c});
+            EXPECT_EQ(0, BitMismatches(dtype, whole, p.out.data())) << what << ": column tiles";
+            GradWeightTraits traits;
+            for (float w : p.weight)
+                traits =
+                    MergeWeightTraits(traits, GradWeightTraits{std::isfinite(w), std::isfinite(w) && !std::signbit(w),
+                                                               w != 0.0f ? std::fabs(w) : HUGE_VALF, std::fabs(w)});
+            args.weight_traits = &traits;
+            Poison(p.out);
+            kernel.run(args, GradTile{0, n, 0, c / 2});
+            kernel.run(args, GradTile{0, n, c / 2, c});
+            EXPECT_EQ(0, BitMismatches(dtype, whole, p.out.data())) << what << ": traits given";
         }
     }
 }

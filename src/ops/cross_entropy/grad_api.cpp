@@ -55,9 +55,9 @@ GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoe
     return args;
 }
 
-// The prologue of one call, shared by the plan's parts (RunGradPlan): part k collects its share of the row chunks,
-// the last part also the O(C) work on the weights (their sum and, for bf16, their de-interleaved copy), and each
-// part fills the coefficients of its own rows. Part 0 reports a bad target.
+// The prologue of one call, shared by the plan's parts (RunGradPlan): part k collects its share of the row chunks
+// and weighs its share of the weights (their traits and sum; the last part also makes the weights' de-interleaved
+// copy for bf16), and each part fills the coefficients of its own rows. Part 0 reports a bad target.
 class GradTaskPrologue final : public GradPrologue {
 public:
     GradTaskPrologue(const CrossEntropyGradProblem &problem, const GradKernelInfo &kernel, GradRowCoefficients *rows,
@@ -67,8 +67,11 @@ public:
     void Collect(int part, int parts) override {
         const int64_t chunks = builder_.Chunks();
         for (int64_t k = chunks * part / parts; k < chunks * (part + 1) / parts; ++k) builder_.Collect(k);
+    }
+
+    void Weigh(int part, int parts) override {
+        builder_.Weigh(part, parts, kernel_.weigh);
         if (part != parts - 1) return;
-        builder_.SummarizeWeights(kernel_.sum_weights);
         if (weight_pairs_ != nullptr) {
             SplitWeightPairs(reinterpret_cast<const float *>(problem_.inputs[kWeight].Base()), problem_.c,
                              weight_pairs_);
@@ -79,6 +82,14 @@ public:
         builder_.Fill(builder_.Finish(), row_begin, row_end);
         if (part == 0) builder_.ReportBadTargets(context_);
     }
+
+    bool PrepareNeedsWeights() const override {
+        return problem_.inputs[kWeight].present && problem_.label_smoothing != 0.0;
+    }
+
+    GradWeightTraits WeightTraits() const override { return builder_.WeightTraits(); }
+
+    int64_t WeightColumns() const override { return problem_.inputs[kWeight].present ? problem_.c : 0; }
 
 private:
     const CrossEntropyGradProblem &problem_;

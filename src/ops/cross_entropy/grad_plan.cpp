@@ -19,6 +19,10 @@ constexpr int64_t kMinElementsPerThread = 1 << 15;
 // rows, 4096 x 10 took 1.4x the time and 2048 x 32 0.8x.
 constexpr int64_t kMinSharedPrologueRows = 8192;
 
+// From how many weights the plan's threads share the pass over them (Collect) with fewer rows than that, at the cost
+// of a second barrier: its O(C) work ran on the calling thread while the others waited.
+constexpr int64_t kMinSharedWeightColumns = 1 << 16;
+
 }  // namespace
 
 GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads) {
@@ -61,15 +65,27 @@ int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[
 }
 
 void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue) {
-    // The threads share the prologue from kMinSharedPrologueRows rows; with fewer, its barrier costs more than it
-    // saves (it may wake a sleeping thread), and the calling thread runs it alone first.
-    if (prologue != nullptr && (plan.threads <= 1 || args.n < kMinSharedPrologueRows)) {
+    // The threads share the prologue from kMinSharedPrologueRows rows, or its pass over the weights alone from
+    // kMinSharedWeightColumns weights; else its barriers cost more than they save (each may wake a sleeping thread),
+    // and the calling thread runs it alone first.
+    const bool many_rows = args.n >= kMinSharedPrologueRows;
+    const bool share_weights =
+        prologue != nullptr && plan.threads > 1 && !many_rows && prologue->WeightColumns() >= kMinSharedWeightColumns;
+    const bool prepare_after = share_weights && prologue->PrepareNeedsWeights();
+    GradKernelArgs run_args = args;
+    GradWeightTraits traits;
+    if (prologue != nullptr && (plan.threads <= 1 || !many_rows) && !prepare_after) {
         prologue->Collect(0, 1);
+        if (!share_weights) prologue->Weigh(0, 1);
         prologue->Prepare(0, 0, args.n);
-        prologue = nullptr;
+        if (!share_weights) {
+            traits = prologue->WeightTraits();
+            run_args.weight_traits = &traits;
+            prologue = nullptr;
+        }
     }
     if (plan.threads <= 1) {
-        plan.kernel->run(args, GradTile{0, args.n, 0, args.c});
+        plan.kernel->run(run_args, GradTile{0, args.n, 0, args.c});
         ClearUpperVectorState();  // for the baseline code that follows on this thread (vector_state.h)
         return;
     }
@@ -78,23 +94,42 @@ void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue 
         // The team may be smaller than asked (nested regions, OMP_THREAD_LIMIT): every part still runs once.
         const int team = omp_get_num_threads();
         const int first = omp_get_thread_num();
-        if (prologue != nullptr) {
-            for (int k = first; k < plan.threads; k += team) prologue->Collect(k, plan.threads);
-#pragma omp barrier
-            // Part k takes whole rows, [N k / threads, N (k + 1) / threads) (at least 8192 / threads each: a row more
-            // or less is no imbalance), prepares their coefficients and runs the kernel on them: no barrier between.
+        GradKernelArgs local = run_args;
+        GradWeightTraits local_traits;
+        const auto tiles = [&] {
             for (int k = first; k < plan.threads; k += team) {
-                const int64_t row_begin = args.n * k / plan.threads;
-                const int64_t row_end = args.n * (k + 1) / plan.threads;
-                prologue->Prepare(k, row_begin, row_end);
-                plan.kernel->run(args, GradTile{row_begin, row_end, 0, args.c});
+                GradTile parts[3];
+                const int count = PlanTiles(plan, args.n, args.c, k, parts);
+                for (int t = 0; t < count; ++t) plan.kernel->run(local, parts[t]);
+            }
+        };
+        if (prologue != nullptr) {
+            for (int k = first; k < plan.threads; k += team) {
+                if (!share_weights || prepare_after) prologue->Collect(k, plan.threads);
+                prologue->Weigh(k, plan.threads);
+            }
+#pragma omp barrier
+            local_traits = prologue->WeightTraits();
+            local.weight_traits = &local_traits;
+            if (many_rows) {
+                // Part k takes whole rows, [N k / threads, N (k + 1) / threads) (at least 8192 / threads each: a row
+                // more or less is no imbalance), prepares their coefficients and runs the kernel on them: no barrier
+                // between.
+                for (int k = first; k < plan.threads; k += team) {
+                    const int64_t row_begin = args.n * k / plan.threads;
+                    const int64_t row_end = args.n * (k + 1) / plan.threads;
+                    prologue->Prepare(k, row_begin, row_end);
+                    plan.kernel->run(local, GradTile{row_begin, row_end, 0, args.c});
+                }
+            } else if (prepare_after) {
+#pragma omp single
+                prologue->Prepare(0, 0, args.n);
+                tiles();  // (after the single's barrier)
+            } else {
+                tiles();
             }
         } else {
-            for (int k = first; k < plan.threads; k += team) {
-                GradTile tiles[3];
-                const int count = PlanTiles(plan, args.n, args.c, k, tiles);
-                for (int t = 0; t < count; ++t) plan.kernel->run(args, tiles[t]);
-            }
+            tiles();
         }
         ClearUpperVectorState();
     }

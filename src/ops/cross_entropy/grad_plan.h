@@ -29,17 +29,26 @@ GradPlan MakeGradPlan(const GradKernelArgs &args, int max_threads);
 // The tiles of thread k in [0, plan.threads): writes up to 3 into tiles and returns how many.
 int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[3]);
 
-// What phase 2 does before the kernel, shared by the plan's threads (the coefficients, GradRowsBuilder). The plan
-// calls Collect(k, parts) for every part k in [0, parts), then, once all of them have returned, Prepare(k,
-// row_begin, row_end) for every part, each followed by the kernel on exactly those rows (whole rows, N / parts each,
-// instead of PlanTiles' ranges): parts is plan.threads and each part may run on any thread. Together the parts cover
-// every row once. With few rows (or one thread) the calling thread runs Collect(0, 1) and Prepare(0, 0, N) first,
-// then the kernel as planned.
+// What phase 2 does before the kernel, shared by the plan's threads (the coefficients, GradRowsBuilder): Collect (the
+// rows' first pass) and Weigh (the pass over the weights) for every part k in [0, parts), then, once all of them have
+// returned, Prepare(k, row_begin, row_end) for every part, each followed by the kernel on exactly those rows (whole
+// rows, N / parts each, instead of PlanTiles' ranges): parts is plan.threads and each part may run on any thread.
+// Together the parts cover every row once. With few rows but many weights (WeightColumns) the parts share Weigh
+// alone, and the kernel runs as planned: Collect(0, 1) and Prepare(0, 0, N) on the calling thread first where Prepare
+// does not read what Weigh finds (PrepareNeedsWeights), else on one thread after Weigh. With few of both (or one
+// thread) the calling thread runs every step first. The kernel gets WeightTraits() (GradKernelArgs::weight_traits).
 class GradPrologue {
 public:
     virtual ~GradPrologue() = default;
     virtual void Collect(int part, int parts) = 0;
+    virtual void Weigh(int part, int parts) = 0;
     virtual void Prepare(int part, int64_t row_begin, int64_t row_end) = 0;
+    // Whether Prepare reads what Weigh finds (W: label smoothing with weights).
+    virtual bool PrepareNeedsWeights() const = 0;
+    // The traits of all C weights, once every Weigh has returned.
+    virtual GradWeightTraits WeightTraits() const = 0;
+    // How many weights Weigh reads (C with weights, else 0).
+    virtual int64_t WeightColumns() const = 0;
 };
 
 // Runs the kernel over the whole output according to the plan, after the prologue (if any), in one parallel region.

@@ -25,53 +25,29 @@
 namespace openaclnn::cross_entropy {
 namespace {
 
-// W in double, in one fixed order whatever the threads or the CPU (GradWeightTotals, grad_kernel.h): kParts partial
-// sums (j mod kParts), then combined as a fixed tree (part k with part k + width, for width = kParts / 2, ..., 1).
-// The independent sums let the additions overlap: each sum is one chain of dependent additions, and with 8 of them
-// the pass waited on the adder's latency. Contiguous weights take the kernel's vector code for the same sums
-// (GradKernelInfo::sum_weights); this is the code for strided ones and for the reference kernel.
-// The largest |w_j| (kMax: only fp16 rows use the flag it sets, GradRowFlags) comes from the same pass, in kParts
-// running maxima as well. Every weight is finite exactly when W is: a sum of at most 2^62 finite floats cannot
-// overflow a double, and an infinite or NaN weight makes it infinite or NaN (so a maximum that missed a NaN does no
-// harm). The weights lie `step` bytes apart, a compile-time 4 for the usual contiguous layout, and `omp simd` has the
-// compiler run a block's parts as vector lanes (each lane its own sum, so no sum is reordered).
-template <bool kMax, typename Step>
-GradWeightTotals SummarizeWeightsAt(const char *base, int64_t c, Step step) {
-    constexpr int kParts = kWeightSumParts;
-    double part[kParts] = {};
-    float max_part[kParts] = {};
-    const auto add = [&](int k, int64_t j) {
-        float w;
-        std::memcpy(&w, base + j * step, sizeof(w));  // the data may be unaligned
-        part[k] += static_cast<double>(w);
-        if constexpr (kMax) max_part[k] = std::max(max_part[k], std::fabs(w));
-    };
-    int64_t j = 0;
-    for (; j + kParts <= c; j += kParts) {
-#pragma omp simd
-        for (int k = 0; k < kParts; ++k) add(k, j + k);
+// The pass over the weights for slices [first_slice, first_slice + slices) (kWeightSumParts, grad_kernel.h): W's
+// parts of those slices (where part is not null), each in increasing j, and the traits of their weights. Contiguous
+// weights take the kernel's vector code (GradKernelInfo::weigh), the same sums and traits; this is the code for
+// strided ones and for the reference kernel. Every weight is finite exactly when W is: a sum of at most 2^62 finite
+// floats cannot overflow a double, and an infinite or NaN weight makes it infinite or NaN. The weights lie `step`
+// bytes apart.
+GradWeightTraits WeighAt(const char *base, int64_t c, int64_t step, int first_slice, int slices, double *part) {
+    GradWeightTraits traits;
+    const int first = first_slice * kWeightSliceParts;
+    const int end = (first_slice + slices) * kWeightSliceParts;
+    for (int k = first; k < end; ++k) {
+        for (int64_t j = k; j < c; j += kWeightSumParts) {
+            float w;
+            std::memcpy(&w, base + j * step, sizeof(w));  // the data may be unaligned
+            if (part != nullptr) part[k] += static_cast<double>(w);
+            const float abs = std::fabs(w);
+            traits.finite = traits.finite && std::isfinite(w);
+            traits.positive = traits.positive && std::isfinite(w) && !std::signbit(w);
+            if (abs != 0.0f) traits.min_nonzero = std::min(traits.min_nonzero, abs);
+            traits.max = std::max(traits.max, abs);
+        }
     }
-    for (int k = 0; j < c; ++j, ++k) add(k, j);
-    for (int width = kParts / 2; width >= 1; width /= 2) {
-        for (int k = 0; k < width; ++k) part[k] += part[k + width];
-    }
-    float max = 0.0f;
-    for (float m : max_part) max = std::max(max, m);
-    return GradWeightTotals{part[0], max};
-}
-
-template <bool kMax>
-GradWeightTotals SummarizeWeightsOf(const Operand &weight, int64_t c) {
-    const char *base = weight.Element(0, weight.stride0);
-    if (weight.stride0 == 1) {
-        return SummarizeWeightsAt<kMax>(base, c, std::integral_constant<int64_t, sizeof(float)>());
-    }
-    return SummarizeWeightsAt<kMax>(base, c, weight.stride0 * static_cast<int64_t>(sizeof(float)));
-}
-
-// max_abs only for fp16 (0 otherwise).
-GradWeightTotals SummarizeWeights(const Operand &weight, int64_t c, aclDataType dtype) {
-    return dtype == ACL_FLOAT16 ? SummarizeWeightsOf<true>(weight, c) : SummarizeWeightsOf<false>(weight, c);
+    return traits;
 }
 
 // Reading one operand along dimension 0, its base and step hoisted out of the row loops (the rows written there may
@@ -93,7 +69,7 @@ struct RowAccess {
 }  // namespace
 
 GradRowsBuilder::GradRowsBuilder(const CrossEntropyGradProblem &problem, GradRowCoefficients *rows)
-    : p_(problem), rows_(rows), weight_sum_(static_cast<double>(problem.c)), max_abs_weight_(1.0) {
+    : p_(problem), rows_(rows) {
     const int64_t n = problem.n;
     chunk_rows_ = std::max(kMinChunkRows, (n + kMaxChunks - 1) / kMaxChunks);
     chunks_ = (n + chunk_rows_ - 1) / chunk_rows_;
@@ -131,25 +107,28 @@ void GradRowsBuilder::Collect(int64_t k) {
     totals_[k] = totals;
 }
 
-void GradRowsBuilder::SummarizeWeights(GradWeightTotals (*sum_weights)(const float *w, int64_t c)) {
-    // Without label smoothing b is 0: W is not used, and the guard that kRowSmallBias lets a kernel skip never flags
-    // a lane of a row with b = 0, so the flag changes nothing there.
+void GradRowsBuilder::Weigh(int part, int parts, GradWeighFn weigh) {
     const Operand &weight = p_.inputs[kWeight];
-    if (!weight.present || p_.label_smoothing == 0.0) return;
+    if (!weight.present) return;
+    const int first = kWeightSlices * part / parts;
+    const int slices = kWeightSlices * (part + 1) / parts - first;
+    if (slices <= 0) return;
+    // Without label smoothing b is 0: W is not used (the traits are).
+    double *sums = p_.label_smoothing != 0.0 ? weight_part_ : nullptr;
     ClearUpperVectorState();
-    GradWeightTotals totals;
-    if (sum_weights != nullptr && weight.stride0 == 1) {
-        // The kernel's vector code: 14 us for 152064 weights against 19 us for the compiler's (1 thread; the pass reads
-        // the weights from memory).
-        totals = sum_weights(reinterpret_cast<const float *>(weight.Base()), p_.c);
+    if (weigh != nullptr && weight.stride0 == 1) {
+        weight_traits_[first] = weigh(reinterpret_cast<const float *>(weight.Base()), p_.c, first, slices, sums);
         ClearUpperVectorState();
     } else {
-        totals = cross_entropy::SummarizeWeights(weight, p_.c, p_.dtype);
+        weight_traits_[first] = WeighAt(weight.Element(0, weight.stride0), p_.c,
+                                        weight.stride0 * static_cast<int64_t>(sizeof(float)), first, slices, sums);
     }
-    weight_sum_ = totals.sum;
-    // The maximum flags fp16 rows only (GradRowFlags), and means something only where every weight is finite.
-    const bool use_max = p_.dtype == ACL_FLOAT16 && std::isfinite(totals.sum);
-    max_abs_weight_ = use_max ? static_cast<double>(totals.max_abs) : std::numeric_limits<double>::infinity();
+}
+
+GradWeightTraits GradRowsBuilder::WeightTraits() const {
+    GradWeightTraits traits;
+    for (const GradWeightTraits &slice : weight_traits_) traits = MergeWeightTraits(traits, slice);
+    return traits;
 }
 
 GradRowScales GradRowsBuilder::Finish() const {
@@ -166,8 +145,16 @@ GradRowScales GradRowsBuilder::Finish() const {
     scales.ce_vanishes = mean && weight_total == 0.0;
     scales.nll_scale = mean && !scales.ce_vanishes ? 1.0 / weight_total : 1.0;
     scales.zloss_scale = mean ? (unmasked != 0 ? 1.0 / static_cast<double>(unmasked) : 0.0) : 1.0;
-    scales.weight_sum = weight_sum_;
-    scales.max_abs_weight = max_abs_weight_;
+    scales.weight_sum = static_cast<double>(p_.c);
+    if (p_.inputs[kWeight].present && p_.label_smoothing != 0.0) {
+        double part[kWeightSumParts];
+        std::memcpy(part, weight_part_, sizeof part);
+        scales.weight_sum = WeightSumOfParts(part);
+        // The maximum flags fp16 rows only (GradRowFlags), and means something only where every weight is finite.
+        const bool use_max = p_.dtype == ACL_FLOAT16 && std::isfinite(scales.weight_sum);
+        scales.max_abs_weight =
+            use_max ? static_cast<double>(WeightTraits().max) : std::numeric_limits<double>::infinity();
+    }
     return scales;
 }
 
@@ -283,7 +270,7 @@ void GradRowsBuilder::ReportBadTargets(TaskContext &context) const {
 void ComputeGradRows(const CrossEntropyGradProblem &problem, GradRowCoefficients *rows, TaskContext &context) {
     GradRowsBuilder builder(problem, rows);
     for (int64_t k = 0; k < builder.Chunks(); ++k) builder.Collect(k);
-    builder.SummarizeWeights();
+    builder.Weigh(0, 1);
     builder.Fill(builder.Finish(), 0, problem.n);
     builder.ReportBadTargets(context);
 }

@@ -49,10 +49,14 @@ public:
     int64_t Chunks() const { return chunks_; }
     // Pass 1 on chunk k in [0, Chunks()): each chunk once, on any thread, in any order.
     void Collect(int64_t k);
-    // W and max_j |w_j| where the rows need them (label smoothing with weights): O(C), once, on any thread, before
-    // Finish. sum_weights: a kernel's vector code for contiguous weights (GradKernelInfo), or null; the same bits.
-    void SummarizeWeights(GradWeightTotals (*sum_weights)(const float *w, int64_t c) = nullptr);
-    // After every Collect and SummarizeWeights.
+    // The pass over the weights, where there are weights: their traits (for the kernel, WeightTraits) and, with
+    // label smoothing, W and max_j |w_j| for the rows. O(C), in kWeightSlices slices (grad_kernel.h): part k of
+    // `parts` weighs its share of them, each part once, on any thread, before Finish. weigh: a kernel's vector code
+    // for contiguous weights (GradKernelInfo::weigh), or null; the same bits.
+    void Weigh(int part, int parts, GradWeighFn weigh = nullptr);
+    // The traits of all C weights, after every Weigh (the defaults without weights).
+    GradWeightTraits WeightTraits() const;
+    // After every Collect and Weigh.
     GradRowScales Finish() const;
     // Pass 2 on rows [begin, end).
     void Fill(const GradRowScales &scales, int64_t begin, int64_t end) const;
@@ -64,8 +68,8 @@ private:
     GradRowCoefficients *rows_;
     int64_t chunk_rows_;
     int64_t chunks_;
-    double weight_sum_;
-    double max_abs_weight_;
+    double weight_part_[kWeightSumParts] = {};       // W's parts (kWeightSumParts, grad_kernel.h)
+    GradWeightTraits weight_traits_[kWeightSlices];  // of each part's slices, at its first slice
     GradRowChunkTotals totals_[kMaxChunks];
 };
 

@@ -55,6 +55,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "common/hwy_float_convert-inl.h"
@@ -1286,55 +1287,146 @@ HWY_INLINE void ZeroSegment(T *out, size_t count) {
     std::memset(out, 0, count * sizeof(T));  // +0 in every format
 }
 
-// What the weights of a column range allow, found in one vectorised pass:
-//  finite:   every w_j is finite, so b * w_j is finite for finite b (the fast path of the exp needs no NaN case);
-//  positive: every w_j is finite with its sign bit clear (+0 included), so b * w_j is exactly +0 for b == +0 and
-//            m - b * w_j is m, bit for bit (-0 included), which is what lets a row with b == +0 skip the bias.
-//            A negative weight would make b * w_j = -0, and -0 - (-0) = +0 differs from -0.
-// Both only select among paths that give the same bits, so tiles that see different columns still agree.
-//  min_nonzero, max: the least nonzero and the greatest |w_j| (for NativeBf16Safe; meaningful when finite).
-struct WeightTraits {
-    bool finite = true;
-    bool positive = true;
-    float min_nonzero = HUGE_VALF;
-    float max = 0.0f;
+// What the weights allow (grad_kernel.h).
+using WeightTraits = GradWeightTraits;
+
+// GradKernelInfo::weigh. The traits from the weights' bit patterns as unsigned integers, whose order is the floats'
+// for non-negative finite ones: u = |w|'s bits; finite where max u is below infinity's; positive where besides no
+// sign bit is set (their OR); min_nonzero from min (u - 1), in which +0 wraps to the greatest value. Kept in the same
+// form for the elements one at a time.
+struct WeightBits {
+    uint32_t max_abs = 0;
+    uint32_t any = 0;  // OR of the bit patterns
+    uint32_t min_abs_less_one = ~0u;
+
+    HWY_INLINE void Add(float x) {
+        uint32_t bits;
+        std::memcpy(&bits, &x, sizeof bits);
+        const uint32_t abs = bits & 0x7fffffffu;
+        max_abs = HWY_MAX(max_abs, abs);
+        any |= bits;
+        min_abs_less_one = HWY_MIN(min_abs_less_one, abs - 1u);
+    }
+    HWY_INLINE WeightTraits Traits() const {
+        WeightTraits traits;
+        traits.finite = max_abs < 0x7f800000u;
+        traits.positive = traits.finite && (any & 0x80000000u) == 0;
+        const uint32_t min_bits = min_abs_less_one + 1u;  // 0 where every weight is +-0
+        std::memcpy(&traits.max, &max_abs, sizeof traits.max);
+        if (min_bits != 0) std::memcpy(&traits.min_nonzero, &min_bits, sizeof traits.min_nonzero);
+        return traits;
+    }
 };
 
-HWY_INLINE WeightTraits WeightsOf(const float *w, size_t count) {
-    WeightTraits traits;
-    if (w == nullptr) return traits;
-    const DF df;
-    const DI di;
+// kSlices slices from first_slice on (grad_kernel.h), each lane one of W's parts (where kSum), in the order of their
+// definition, the weights widened to double as they are loaded. Where vectors have a fixed size the sums stay in
+// registers (in memory they waited on each store: 3x the time), and so do the traits, one accumulator of each per
+// vector (one for all was a chain that every vector waited on: 1 x 152064, perf, the samples on the instruction after
+// each vmaxps).
+// The float tag of the pass: as many lanes as the sums' doubles where it sums, else a slice's worth at most (the
+// traits alone: the lanes of a whole vector, four times fewer operations than one lane per double).
+template <bool kSum>
+using WeighFloats = std::conditional_t<kSum, hn::Rebind<float, hn::CappedTag<double, kWeightSliceParts>>,
+                                       hn::CappedTag<float, kWeightSliceParts>>;
+
+template <size_t kSlices, bool kSum>
+HWY_INLINE WeightTraits WeighSlices(const float *w, int64_t c, int first_slice, double *part) {
+    const WeighFloats<kSum> df;
+    const std::conditional_t<kSum, hn::Rebind<double, decltype(df)>, hn::CappedTag<double, 1>> dd;  // (unused alone)
+    const hn::RebindToUnsigned<decltype(df)> du;
+    using VU = hn::Vec<decltype(du)>;
+    const VU abs_mask = hn::Set(du, 0x7fffffffu);
+    const VU one = hn::Set(du, 1u);
+    const int64_t first = static_cast<int64_t>(first_slice) * kWeightSliceParts;
+    const int64_t count = static_cast<int64_t>(kSlices) * kWeightSliceParts;
+    const int64_t whole = c / kWeightSumParts * kWeightSumParts;
+    WeightBits bits;
+#if HWY_HAVE_SCALABLE
     const size_t lanes = hn::Lanes(df);
-    const VI inf_bits = hn::Set(di, 0x7f800000);
-    const VF inf = hn::Set(df, HUGE_VALF);
-    auto finite = hn::Eq(hn::Zero(di), hn::Zero(di));
-    auto positive = finite;
-    VF min_nonzero = inf;
-    VF max = hn::Zero(df);
-    size_t j = 0;
-    for (; j + lanes <= count; j += lanes) {
-        const VI bits = hn::BitCast(di, hn::LoadU(df, w + j));
-        const VI abs_bits = hn::And(bits, hn::Set(di, 0x7fffffff));
-        // Finite: |w| below infinity's bit pattern (as integers, in the same order); positive: the sign bit clear.
-        finite = hn::And(finite, hn::Lt(abs_bits, inf_bits));
-        positive = hn::And(positive, hn::Eq(bits, abs_bits));
-        const VF abs = hn::BitCast(df, abs_bits);
-        min_nonzero = hn::Min(min_nonzero, hn::IfThenElse(hn::Eq(abs, hn::Zero(df)), inf, abs));
-        max = hn::Max(max, abs);
+    VU max_abs = hn::Zero(du), any = hn::Zero(du), min_less_one = hn::Set(du, ~0u);
+    for (int64_t j = 0; j < whole; j += kWeightSumParts) {
+        for (int64_t k = first; k < first + count; k += static_cast<int64_t>(lanes)) {
+            const auto x = hn::LoadU(df, w + j + k);
+            if constexpr (kSum) hn::StoreU(hn::Add(hn::LoadU(dd, part + k), hn::PromoteTo(dd, x)), dd, part + k);
+            const VU u = hn::BitCast(du, x);
+            const VU abs = hn::And(u, abs_mask);
+            max_abs = hn::Max(max_abs, abs);
+            any = hn::Or(any, u);
+            min_less_one = hn::Min(min_less_one, hn::Sub(abs, one));
+        }
     }
-    traits.finite = hn::AllTrue(di, finite);
-    traits.positive = hn::AllTrue(di, hn::And(finite, positive));
-    traits.min_nonzero = hn::GetLane(hn::MinOfLanes(df, min_nonzero));
-    traits.max = hn::GetLane(hn::MaxOfLanes(df, max));
-    for (; j < count; ++j) {
-        traits.finite = traits.finite && std::isfinite(w[j]);
-        traits.positive = traits.positive && std::isfinite(w[j]) && !std::signbit(w[j]);
-        const float abs = std::fabs(w[j]);
-        if (abs != 0.0f) traits.min_nonzero = HWY_MIN(traits.min_nonzero, abs);
-        traits.max = HWY_MAX(traits.max, abs);
+#else
+    constexpr size_t kLanes = hn::MaxLanes(df);
+    constexpr size_t kVectors = kSlices * kWeightSliceParts / kLanes;
+    hn::Vec<decltype(dd)> sums[kSum ? kVectors : 1];
+    VU max_of[kVectors], any_of[kVectors], min_of[kVectors];
+    for (size_t v = 0; v < kVectors; ++v) {
+        if constexpr (kSum) sums[v] = hn::LoadU(dd, part + first + static_cast<int64_t>(v * kLanes));
+        max_of[v] = any_of[v] = hn::Zero(du);
+        min_of[v] = hn::Set(du, ~0u);
     }
-    return traits;
+    for (int64_t j = 0; j < whole; j += kWeightSumParts) {
+        HWY_UNROLL(64)
+        for (size_t v = 0; v < kVectors; ++v) {
+            const auto x = hn::LoadU(df, w + j + first + static_cast<int64_t>(v * kLanes));
+            if constexpr (kSum) sums[v] = hn::Add(sums[v], hn::PromoteTo(dd, x));
+            const VU u = hn::BitCast(du, x);
+            const VU abs = hn::And(u, abs_mask);
+            max_of[v] = hn::Max(max_of[v], abs);
+            any_of[v] = hn::Or(any_of[v], u);
+            min_of[v] = hn::Min(min_of[v], hn::Sub(abs, one));
+        }
+    }
+    VU max_abs = max_of[0], any = any_of[0], min_less_one = min_of[0];
+    for (size_t v = 0; v < kVectors; ++v) {
+        if constexpr (kSum) hn::StoreU(sums[v], dd, part + first + static_cast<int64_t>(v * kLanes));
+        max_abs = hn::Max(max_abs, max_of[v]);
+        any = hn::Or(any, any_of[v]);
+        min_less_one = hn::Min(min_less_one, min_of[v]);
+    }
+#endif
+    alignas(HWY_MAX_BYTES) uint32_t lanes_of[3][HWY_MAX_BYTES / sizeof(uint32_t)];
+    hn::StoreU(max_abs, du, lanes_of[0]);
+    hn::StoreU(any, du, lanes_of[1]);
+    hn::StoreU(min_less_one, du, lanes_of[2]);
+    for (size_t i = 0; i < hn::Lanes(du); ++i) {
+        bits.max_abs = HWY_MAX(bits.max_abs, lanes_of[0][i]);
+        bits.any |= lanes_of[1][i];
+        bits.min_abs_less_one = HWY_MIN(bits.min_abs_less_one, lanes_of[2][i]);
+    }
+    // The last, partial group of kWeightSumParts: element whole + k belongs to part k.
+    for (int64_t k = first; k < first + count && whole + k < c; ++k) {
+        if constexpr (kSum) part[k] += static_cast<double>(w[whole + k]);
+        bits.Add(w[whole + k]);
+    }
+    return bits.Traits();
+}
+
+template <bool kSum>
+HWY_INLINE WeightTraits WeighOf(const float *w, int64_t c, int first_slice, int slices, double *part) {
+    switch (slices) {
+        case 1: return WeighSlices<1, kSum>(w, c, first_slice, part);
+        case 2: return WeighSlices<2, kSum>(w, c, first_slice, part);
+        case 3: return WeighSlices<3, kSum>(w, c, first_slice, part);
+        default: return WeighSlices<kWeightSlices, kSum>(w, c, first_slice, part);
+    }
+}
+
+WeightTraits Weigh(const float *w, int64_t c, int first_slice, int slices, double *part) {
+    if (slices <= 0) return WeightTraits{};
+    return part != nullptr ? WeighOf<true>(w, c, first_slice, slices, part)
+                           : WeighOf<false>(w, c, first_slice, slices, part);
+}
+
+// The traits every tile of a call decides by: those of all C weights (grad_kernel.h), from the prologue where it
+// found them, else found here.
+HWY_INLINE WeightTraits AllWeightTraits(const GradKernelArgs &args) {
+    if (args.weight_traits != nullptr) return *args.weight_traits;
+    if (args.weight == nullptr) return WeightTraits{};
+    if (args.weight_stride == 1) return Weigh(args.weight, args.c, 0, kWeightSlices, nullptr);
+    WeightBits bits;
+    for (int64_t j = 0; j < args.c; ++j) bits.Add(args.weight[j * args.weight_stride]);
+    return bits.Traits();
 }
 
 // PairWeights::screen_weight for a segment's weights: their greatest magnitude where they lie within
@@ -1919,7 +2011,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const bool stream = kCanStream && UseStreamingStores(args);
     const bool stream_groups = kCanStream && kType == ACL_FLOAT && UseStreamingStoresForRowGroups(args);
     const float *w = args.weight ? args.weight + tile.col_begin * args.weight_stride : nullptr;
-    const WeightTraits weights = WeightsOf(w, count);
+    const WeightTraits weights = AllWeightTraits(args);
     PairWeights pairs{nullptr, nullptr, 0, ScreenWeight(weights)};
     if (args.weight_pairs != nullptr) {
         pairs.even = args.weight_pairs;
@@ -2082,6 +2174,7 @@ HWY_INLINE void GradTileGathered(const GradKernelArgs &args, const GradTile &til
     alignas(HWY_MAX_BYTES) float w_buf[kGatherColumns];
     const int64_t in_cs = args.log_prob_col_stride;
     const int64_t out_cs = args.out_col_stride;
+    const WeightTraits weights = AllWeightTraits(args);
     for (int64_t j0 = tile.col_begin; j0 < tile.col_end; j0 += static_cast<int64_t>(kGatherColumns)) {
         const size_t count = static_cast<size_t>(HWY_MIN(tile.col_end - j0, static_cast<int64_t>(kGatherColumns)));
         const float *w = nullptr;
@@ -2091,7 +2184,6 @@ HWY_INLINE void GradTileGathered(const GradKernelArgs &args, const GradTile &til
             }
             w = w_buf;
         }
-        const WeightTraits weights = WeightsOf(w, count);
         const PairWeights pairs{nullptr, nullptr, 0, ScreenWeight(weights)};
         for (int64_t i = tile.row_begin; i < tile.row_end; ++i) {
             const GradRowCoefficients &row = args.rows[i];
@@ -2163,50 +2255,6 @@ void ExpDoubleArrays(const double *x, double *out, size_t count) {
         hn::Store(ExpDoubleV(dd, hn::Load(dd, buf)), dd, buf);
         std::memcpy(out + i, buf, (count - i) * sizeof(double));
     }
-}
-
-// GradWeightTotals (grad_kernel.h) over vectors: each lane one of the partial sums, the weights widened to double as
-// they are loaded, then the tail and the tree as the scalar code does them, so every target gives its bits. The
-// sums stay in registers where the vectors have a fixed size (in memory they waited on each store: 3x the time).
-GradWeightTotals SumWeights(const float *w, int64_t c) {
-    const hn::CappedTag<double, kWeightSumParts> dd;
-    const hn::Rebind<float, decltype(dd)> df;
-    alignas(HWY_MAX_BYTES) double part[kWeightSumParts] = {};
-    auto max = hn::Zero(df);
-    int64_t j = 0;
-#if HWY_HAVE_SCALABLE
-    const size_t lanes = hn::Lanes(dd);
-    for (; j + kWeightSumParts <= c; j += kWeightSumParts) {
-        for (size_t k = 0; k < kWeightSumParts; k += lanes) {
-            const auto x = hn::LoadU(df, w + j + static_cast<int64_t>(k));
-            hn::Store(hn::Add(hn::Load(dd, part + k), hn::PromoteTo(dd, x)), dd, part + k);
-            max = hn::Max(max, hn::Abs(x));
-        }
-    }
-#else
-    constexpr size_t kLanes = hn::MaxLanes(dd);
-    constexpr size_t kVectors = kWeightSumParts / kLanes;
-    hn::Vec<decltype(dd)> sums[kVectors];
-    for (size_t v = 0; v < kVectors; ++v) sums[v] = hn::Zero(dd);
-    for (; j + kWeightSumParts <= c; j += kWeightSumParts) {
-        HWY_UNROLL(64)
-        for (size_t v = 0; v < kVectors; ++v) {
-            const auto x = hn::LoadU(df, w + j + static_cast<int64_t>(v * kLanes));
-            sums[v] = hn::Add(sums[v], hn::PromoteTo(dd, x));
-            max = hn::Max(max, hn::Abs(x));
-        }
-    }
-    for (size_t v = 0; v < kVectors; ++v) hn::Store(sums[v], dd, part + v * kLanes);
-#endif
-    float max_abs = hn::GetLane(hn::MaxOfLanes(df, max));
-    for (int k = 0; j < c; ++j, ++k) {
-        part[k] += static_cast<double>(w[j]);
-        max_abs = HWY_MAX(max_abs, std::fabs(w[j]));
-    }
-    for (int width = kWeightSumParts / 2; width >= 1; width /= 2) {
-        for (int k = 0; k < width; ++k) part[k] += part[k + width];
-    }
-    return GradWeightTotals{part[0], max_abs};
 }
 
 void GradKernel(const GradKernelArgs &args, const GradTile &tile) {

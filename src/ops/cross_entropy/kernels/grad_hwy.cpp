@@ -104,7 +104,7 @@ struct HwyKernelEntry {
 
 // A target's registry entry: its kernel, and its vector helpers that the tests hold to the scalar code.
 #define OPENACLNN_HWY_INFO(NAME, NS, KERNEL, RANK) \
-    GradKernelInfo { NAME, HwySupports, &NS::KERNEL, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays, &NS::SumWeights }
+    GradKernelInfo { NAME, HwySupports, &NS::KERNEL, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays, &NS::Weigh }
 #define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
     HwyKernelEntry { HWY_##TARGET, OPENACLNN_HWY_INFO("hwy:" #TARGET, NS, GradKernel, RANK), false }
 

@@ -12,6 +12,7 @@
 #ifndef OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_KERNEL_H_
 #define OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_KERNEL_H_
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -52,6 +53,29 @@ struct GradRowCoefficients {
 };
 static_assert(sizeof(GradRowCoefficients) == 40, "coefficient table layout");
 
+// What the weights allow the kernels (GradWeightTraits, found with W in the prologue's pass over the weights):
+//  finite:   every w_j is finite, so b * w_j is finite for finite b (the fast path of the exp needs no NaN case);
+//  positive: every w_j is finite with its sign bit clear (+0 included), so b * w_j is exactly +0 for b == +0 and
+//            m - b * w_j is m, bit for bit (-0 included), which lets a row with b == +0 drop the bias term. A negative
+//            weight would make b * w_j = -0, and -0 - (-0) = +0 differs from -0.
+//  min_nonzero, max: the least nonzero and the greatest |w_j| (meaningful when finite).
+// Every tile of a call decides by the traits of all C weights: without its bias term a bf16 row runs a polynomial of
+// another degree (grad_hwy-inl.h, kRowDegree), so tiles that decided by their own columns gave other bits where only
+// some of them held a negative or an infinite weight.
+struct GradWeightTraits {
+    bool finite = true;
+    bool positive = true;
+    float min_nonzero = HUGE_VALF;
+    float max = 0.0f;
+};
+
+// The traits of two sets of weights together.
+inline GradWeightTraits MergeWeightTraits(const GradWeightTraits &x, const GradWeightTraits &y) {
+    return GradWeightTraits{x.finite && y.finite, x.positive && y.positive,
+                            x.min_nonzero < y.min_nonzero ? x.min_nonzero : y.min_nonzero,
+                            x.max > y.max ? x.max : y.max};
+}
+
 // Everything a kernel reads and writes. Pointers already include the view offsets; strides are in elements.
 struct GradKernelArgs {
     int64_t n;
@@ -69,6 +93,8 @@ struct GradKernelArgs {
     // here in their main loop, where they would otherwise de-interleave w with shuffles (the same bits, more slowly).
     const float *weight_pairs;
     const GradRowCoefficients *rows;  // n entries
+    // The traits of all C weights (GradWeightTraits), or nullptr: each tile then finds them itself, over all C.
+    const GradWeightTraits *weight_traits;
 };
 
 // The number of floats SplitWeightPairs writes for c classes.
@@ -106,14 +132,23 @@ enum GradIsa : int {
     kGradIsaBest = 100,     // no cap
 };
 
-// W = sum_j w_j over C contiguous FLOAT weights, in the one order GradRowsBuilder uses (grad_rows.cpp): 64 partial
-// sums in double, part k taking the w_j with j mod 64 == k in increasing j, combined as a fixed tree (part k plus part
-// k + width, for width = 32, 16, ..., 1); and max_j |w_j| (meaningful where W is finite).
-struct GradWeightTotals {
-    double sum;
-    float max_abs;
-};
+// W = sum_j w_j over C FLOAT weights, in the one order every path uses (grad_rows.cpp, GradKernelInfo::weigh): 64
+// partial sums in double, part k taking the w_j with j mod 64 == k in increasing j, combined as a fixed tree (part k
+// plus part k + width, for width = 32, 16, ..., 1). The parts fall into kWeightSlices slices of 16 consecutive parts
+// (one 64-byte line of each 256 bytes of weights), which threads may sum apart: a part's order does not change.
 constexpr int kWeightSumParts = 64;
+constexpr int kWeightSliceParts = 16;
+constexpr int kWeightSlices = kWeightSumParts / kWeightSliceParts;
+
+// W from its parts (the tree above; part is overwritten).
+inline double WeightSumOfParts(double *part) {
+    for (int width = kWeightSumParts / 2; width >= 1; width /= 2) {
+        for (int k = 0; k < width; ++k) part[k] += part[k + width];
+    }
+    return part[0];
+}
+
+using GradWeighFn = GradWeightTraits (*)(const float *w, int64_t c, int first_slice, int slices, double *part);
 
 // One entry of the kernel registry (grad_registry.cpp). The registry walks its list in order and takes the first
 // kernel whose `supports` accepts the arguments and whose ISA is within OPENACLNN_MAX_ISA; the last one (the
@@ -129,9 +164,11 @@ struct GradKernelInfo {
     // out[i] = ExpDouble(x[i]) (common/exp_double.h) by the kernel's vector code, for the tests that check it against
     // the scalar function on every target; null for the reference kernel.
     void (*exp_double)(const double *x, double *out, size_t count) = nullptr;
-    // GradWeightTotals of w[0, c) by the kernel's vector code (the prologue's pass over the weights); null for the
-    // reference kernel, whose callers sum them as the scalar code does.
-    GradWeightTotals (*sum_weights)(const float *w, int64_t c) = nullptr;
+    // The prologue's pass over contiguous weights w[0, c) by the kernel's vector code, for the columns j whose part
+    // j mod kWeightSumParts lies in slices [first_slice, first_slice + slices): W's parts of those slices into part
+    // (unless part is null: the traits only), and the traits of those weights. Null for the reference kernel, whose
+    // callers do it as the scalar code does.
+    GradWeighFn weigh = nullptr;
 };
 
 // The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to
