@@ -8,10 +8,13 @@ reduction, ignore_index -100:
                       _log_softmax_backward_data(out=out)          (what cross_entropy(label_smoothing) does)
   zloss:              plain, then out += exp(logp) * (2 * scale * lse * gz / N)[:, None]   (torch.exp(out=tmp))
 PyTorch 1.13 has no CPU nll_loss_backward for fp16: those rows print n/a.
-Ours: phase 1 + phase 2 + aclrtSynchronizeStream on the same torch-owned memory (OPENACLNN_NUM_THREADS=2).
+Ours: phase 1 + phase 2 + aclrtSynchronizeStream on the same torch-owned memory (OPENACLNN_NUM_THREADS=2), the
+aclTensor descriptors made once per row (as the torch tensors are), the calls through ctypes (a few microseconds
+each: a 1 x 10 call takes about 5 us here).
 The N x C tensors of both sides lie on transparent huge pages (bench/hugepages.py), as in the C++ benchmarks.
-Each row runs one warm-up of each side, then --reps rounds of ours and PyTorch's in turn: the times are medians, and
-the speed-up is the median over the rounds of PyTorch's time / ours in the same round.
+Each row runs one warm-up of each side, then --reps rounds (more for short calls, see Rounds) of ours and PyTorch's
+in turn: the times are medians, and the speed-up is the median over the rounds of PyTorch's time / ours in the same
+round.
 
 usage: /usr/bin/python3 bench/compare_pytorch.py [--build build] [--filter 4096x32000] [--reps 5]
 """
@@ -74,27 +77,46 @@ class Op:
         return self.base.aclCreateTensor(dims, t.dim(), acl_dtype, None, 0, ACL_FORMAT_ND, dims, t.dim(),
                                          vp(t.data_ptr()))
 
-    def run(self, acl_dtype, grad_loss, logp, target, weight, grad_zloss, lse, smoothing, scale, out):
+    def bind(self, acl_dtype, grad_loss, logp, target, weight, grad_zloss, lse, smoothing, scale, out):
+        """The tensor descriptors of one call, made once (as PyTorch's tensors are); returns the call (phase 1, phase
+        2, synchronise) and the function that destroys them."""
         ts = [self.tensor(grad_loss, acl_dtype), self.tensor(logp, acl_dtype), self.tensor(target, ACL_INT64),
               self.tensor(weight, ACL_FLOAT) if weight is not None else None,
               self.tensor(grad_zloss, acl_dtype) if grad_zloss is not None else None,
               self.tensor(lse, acl_dtype) if lse is not None else None, self.tensor(out, acl_dtype)]
         size, executor = ctypes.c_uint64(), vp()
-        status = self.nn.aclnnCrossEntropyLossGradGetWorkspaceSize(
-            ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], b"mean", -100, smoothing, scale, ts[6], ctypes.byref(size),
-            ctypes.byref(executor))
-        if status != 0:
-            raise RuntimeError(f"phase 1: {status} {self.rt.aclGetRecentErrMsg()}")
-        if size.value > self.workspace_size:
-            if self.workspace:
-                self.rt.aclrtFree(self.workspace)
-            assert self.rt.aclrtMalloc(ctypes.byref(self.workspace), size.value, 0) == 0
-            self.workspace_size = size.value
-        assert self.nn.aclnnCrossEntropyLossGrad(self.workspace, size.value, executor, self.stream) == 0
-        assert self.rt.aclrtSynchronizeStream(self.stream) == 0
-        for t in ts:
-            if t:
-                self.base.aclDestroyTensor(t)
+        phase1, phase2, sync = (self.nn.aclnnCrossEntropyLossGradGetWorkspaceSize, self.nn.aclnnCrossEntropyLossGrad,
+                                self.rt.aclrtSynchronizeStream)
+
+        def call():
+            status = phase1(ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], b"mean", -100, smoothing, scale, ts[6],
+                            ctypes.byref(size), ctypes.byref(executor))
+            if status != 0:
+                raise RuntimeError(f"phase 1: {status} {self.rt.aclGetRecentErrMsg()}")
+            if size.value > self.workspace_size:
+                if self.workspace:
+                    self.rt.aclrtFree(self.workspace)
+                assert self.rt.aclrtMalloc(ctypes.byref(self.workspace), size.value, 0) == 0
+                self.workspace_size = size.value
+            assert phase2(self.workspace, size.value, executor, self.stream) == 0
+            assert sync(self.stream) == 0
+
+        def release():
+            for t in ts:
+                if t:
+                    self.base.aclDestroyTensor(t)
+
+        return call, release
+
+
+def Rounds(ours, theirs, reps):
+    """reps rounds, or more for short calls (up to 200, about 0.2 s of both): one round of a call of some
+    microseconds is mostly noise."""
+    t0 = time.perf_counter()
+    ours()
+    theirs()
+    pair = time.perf_counter() - t0
+    return max(reps, min(200, int(0.2 / pair)))
 
 
 def median_time(fn, reps):
@@ -136,9 +158,8 @@ def main():
                 wrow = (EPS / c / float(total_weight) * weight).to(tdtype)[None, :]
                 zcoef = (2 * ZSCALE * lse.float() / n).to(tdtype)[:, None]
 
-                def ours():
-                    op.run(acl_dtype, g, logp, target, w, gz if scale else None, lse if scale else None, smoothing,
-                           scale, out)
+                ours, release = op.bind(acl_dtype, g, logp, target, w, gz if scale else None,
+                                        lse if scale else None, smoothing, scale, out)
 
                 def composed():
                     torch.ops.aten.nll_loss_backward.grad_input(g, logp, target, w_torch, 1, -100, total_weight,
@@ -153,15 +174,16 @@ def main():
                         out.add_(tmp)
 
                 try:
-                    times_ours, times_torch, ratios = paired_rounds(ours, composed, args.reps)
+                    times_ours, times_torch, ratios = paired_rounds(ours, composed, Rounds(ours, composed, args.reps))
                     t_ours = statistics.median(times_ours)
-                    torch_ms = f"{statistics.median(times_torch) * 1e3:9.2f}"
+                    torch_ms = f"{statistics.median(times_torch) * 1e3:9.3g}"
                     speedup = f"{statistics.median(ratios):7.2f}x"
                 except RuntimeError as exc:  # e.g. an op without a CPU kernel for this dtype
                     t_ours = median_time(ours, args.reps)
                     torch_ms, speedup = f"{'n/a':>9}", f"{'n/a':>8}"
                     print(f"  (PyTorch: {str(exc).splitlines()[0]})", file=sys.stderr)
-                print(f"{n:>6}x{c:<7} {dname:>5} {variant:>18} {t_ours * 1e3:9.2f} {torch_ms} {speedup}", flush=True)
+                release()
+                print(f"{n:>6}x{c:<7} {dname:>5} {variant:>18} {t_ours * 1e3:9.3g} {torch_ms} {speedup}", flush=True)
             del logp, out, buf, tmp
 
 
