@@ -911,10 +911,10 @@ TEST_P(GradKernelTest, NegativeWeightsKeepTheSignOfZero) {
                 kernel.run(args, GradTile{0, p.n, 0, c});
                 int64_t first = 0;
                 while (first < p.n * c && Bits(dtype, p.out.data(), first) == Bits(dtype, ref.data(), first)) ++first;
-                EXPECT_EQ(first, p.n * c) << kernel.name << " " << DtypeName(dtype) << " C=" << c
-                                          << (negative_only ? " all" : " one") << " negative; element " << first
-                                          << ": 0x" << std::hex << Bits(dtype, p.out.data(), first)
-                                          << ", reference 0x" << Bits(dtype, ref.data(), first);
+                EXPECT_EQ(first, p.n * c)
+                    << kernel.name << " " << DtypeName(dtype) << " C=" << c << (negative_only ? " all" : " one")
+                    << " negative; element " << first << ": 0x" << std::hex << Bits(dtype, p.out.data(), first)
+                    << ", reference 0x" << Bits(dtype, ref.data(), first);
             }
         }
     }
@@ -938,14 +938,15 @@ TEST_P(GradKernelTest, TilesDecideByAllTheWeights) {
             kernel.run(args, GradTile{0, n, 0, c});
             const std::vector<uint8_t> whole = p.out;
             Poison(p.out);
-            for (int64_t col : {int64_t{0}, c / 3, c / 2})
-                kernel.run(args, GradTile{0, n, col, col == 0 ? c / 3 : col == c / 3 ? c / 2 : c});
+            const int64_t bounds[] = {0, c / 3, c / 2, c};  // the planted weight in the last tile only
+            for (int t = 0; t < 3; ++t) kernel.run(args, GradTile{0, n, bounds[t], bounds[t + 1]});
             EXPECT_EQ(0, BitMismatches(dtype, whole, p.out.data())) << what << ": column tiles";
-            GradWeightTraits traits;
-            for (float w : p.weight)
-                traits =
-                    MergeWeightTraits(traits, GradWeightTraits{std::isfinite(w), std::isfinite(w) && !std::signbit(w),
-                                                               w != 0.0f ? std::fabs(w) : HUGE_VALF, std::fabs(w)});
+            GradWeightTraits traits;  // by their definition (grad_kernel.h)
+            for (float w : p.weight) {
+                const GradWeightTraits one{std::isfinite(w), std::isfinite(w) && !std::signbit(w),
+                                           w != 0.0f ? std::fabs(w) : HUGE_VALF, std::fabs(w)};
+                traits = MergeWeightTraits(traits, one);
+            }
             args.weight_traits = &traits;
             Poison(p.out);
             kernel.run(args, GradTile{0, n, 0, c / 2});

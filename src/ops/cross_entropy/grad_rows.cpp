@@ -145,6 +145,8 @@ GradRowScales GradRowsBuilder::Finish() const {
     scales.ce_vanishes = mean && weight_total == 0.0;
     scales.nll_scale = mean && !scales.ce_vanishes ? 1.0 / weight_total : 1.0;
     scales.zloss_scale = mean ? (unmasked != 0 ? 1.0 / static_cast<double>(unmasked) : 0.0) : 1.0;
+    // W and the weights' maximum with label smoothing only: without it b is 0, W is not used, and the guard that
+    // kRowSmallBias lets a kernel skip never flags a lane of a row with b = 0, so the flag changes nothing there.
     scales.weight_sum = static_cast<double>(p_.c);
     if (p_.inputs[kWeight].present && p_.label_smoothing != 0.0) {
         double part[kWeightSumParts];

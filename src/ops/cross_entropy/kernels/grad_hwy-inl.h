@@ -1835,8 +1835,8 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 // row gives the same bits with the constant bias term b (b == +0 gives exp(x) a itself), so one bias kind serves the
 // tile; rows for the double path, or with weights and a bias term (done in groups instead), keep the row path.
 // 65536 x 1000 plain against row by row (whose rows of 4000 bytes did not stream): 0.82-0.91x the time (with the
-// target element stored after its row); 16384 x 4000 0.75x. The same run for fp16 and bf16 rows (a unit of two vectors per
-// streaming store) took 1.2x and 1.5x the time of their regular stores on 65536 x 1000: fp32 only. Consecutive rows
+// target element stored after its row); 16384 x 4000 0.75x. The same run for fp16 and bf16 rows (a unit of two vectors
+// per streaming store) took 1.2x and 1.5x the time of their regular stores on 65536 x 1000: fp32 only. Consecutive rows
 // with the same coefficients (SameRowScale: every row of a mean or sum without weights) go through the row loop as
 // one range, kFlatRunRows at a time, with no boundary vector between them: 65536 x 1000 plain 0.79x and z-loss 0.85x
 // the time of a call of the row loop per row (ab_libs, 5 rounds).
@@ -1924,8 +1924,9 @@ HWY_INLINE bool SameRowScale(const GradRowCoefficients &x, const GradRowCoeffici
 constexpr size_t kFlatRunRows = 16;
 
 // The tile's rows as one run (see above). Each row's target element goes into the vector that holds it
-// (FlatBoundaryVector), which streams with the others: stored after its row instead, by a regular store into a line
-// just written by streaming stores, it took 65536 x 1000 fp32 plain from 1.20x to 1.33x the copy's time.
+// (FlatBoundaryVector), which streams with the others. Stored after its row instead, by a regular store into a line
+// just streamed, it cost more: here 65536 x 1000 fp32 plain, weighted and z-loss take 0.86-0.89x the time (ab_libs,
+// 3 rounds; without the target stores at all, plain ran at 1.20x the copy's time against 1.33x with them).
 template <BiasKind kBias>
 HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &tile) {
     const DF df;
@@ -1963,9 +1964,9 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
             const FastWindow window = RowFastWindow(a, b, true);
             const auto loop = [&](size_t to) {
                 if (j < to) {
-                    RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(
-                        df, in + row_start, out + row_start, j, to, hn::Set(df, a), hn::Set(df, b), nullptr, no_pairs,
-                        row, window, &j);
+                    RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(df, in + row_start, out + row_start, j,
+                                                                                to, hn::Set(df, a), hn::Set(df, b),
+                                                                                nullptr, no_pairs, row, window, &j);
                 }
             };
             const size_t whole_end = j + (run * c - j) / lanes * lanes;
