@@ -471,6 +471,17 @@ int64_t BitMismatches(aclDataType dtype, const std::vector<uint8_t> &want, const
     return mismatches;
 }
 
+// The traits of weights by their definition (grad_kernel.h), one element at a time.
+GradWeightTraits TraitsOf(const std::vector<float> &weights) {
+    GradWeightTraits traits;
+    for (float w : weights) {
+        const GradWeightTraits one{std::isfinite(w), std::isfinite(w) && !std::signbit(w),
+                                   w != 0.0f ? std::fabs(w) : HUGE_VALF, std::fabs(w)};
+        traits = MergeWeightTraits(traits, one);
+    }
+    return traits;
+}
+
 // Long fp32 rows stored back to back, with a streamed output and no weighted bias term, run as one sequence of
 // aligned vectors over the tile (FlatStreamedRows): the vector across each row boundary takes each lane's
 // coefficients from its own row. Against regular stores (the row path) bit for bit (NaN for NaN), and the reference:
@@ -642,7 +653,10 @@ TEST(GradKernelEvery16BitInput, WeightedBitwiseAcrossKernels) {
                 EXPECT_EQ(0, std::memcmp(first.data(), p.out.data(), first.size())) << what << " vs " << first_name;
             }
             // No element's bits depend on its neighbours (which vector or pair it shares, whether a neighbour was
-            // flagged): one-column tiles, and tiles cut at odd columns, give the same bits.
+            // flagged): one-column tiles, and tiles cut at odd columns, give the same bits. The weights' traits given
+            // once, as the operator gives them (found by each call, they made the one-column tiles quadratic in C).
+            const GradWeightTraits traits = TraitsOf(p.weight);
+            args.weight_traits = &traits;
             Poison(p.out);
             for (int64_t j = 0; j < p.c; ++j) kernel->run(args, GradTile{0, p.n, j, j + 1});
             EXPECT_EQ(0, std::memcmp(first.data(), p.out.data(), first.size())) << what << " one-column tiles";
@@ -941,12 +955,7 @@ TEST_P(GradKernelTest, TilesDecideByAllTheWeights) {
             const int64_t bounds[] = {0, c / 3, c / 2, c};  // the planted weight in the last tile only
             for (int t = 0; t < 3; ++t) kernel.run(args, GradTile{0, n, bounds[t], bounds[t + 1]});
             EXPECT_EQ(0, BitMismatches(dtype, whole, p.out.data())) << what << ": column tiles";
-            GradWeightTraits traits;  // by their definition (grad_kernel.h)
-            for (float w : p.weight) {
-                const GradWeightTraits one{std::isfinite(w), std::isfinite(w) && !std::signbit(w),
-                                           w != 0.0f ? std::fabs(w) : HUGE_VALF, std::fabs(w)};
-                traits = MergeWeightTraits(traits, one);
-            }
+            const GradWeightTraits traits = TraitsOf(p.weight);
             args.weight_traits = &traits;
             Poison(p.out);
             kernel.run(args, GradTile{0, n, 0, c / 2});
@@ -1078,6 +1087,8 @@ TEST_P(GradKernelTest, FastAndGeneralPathsAgree) {
         GradKernelArgs args = p.Args();
         kernel.run(args, GradTile{0, p.n, 0, c});
         const std::vector<uint8_t> whole = p.out;
+        const GradWeightTraits traits = TraitsOf(p.weight);
+        args.weight_traits = &traits;  // given once (found by each call: quadratic in C)
         Poison(p.out);
         for (int64_t j = 0; j < c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
         for (int64_t i = 0; i < p.n; ++i) {
@@ -1199,6 +1210,8 @@ TEST_P(GradKernelTest, TinyBiasNearSubnormalResults) {
             subnormal += (bits & 0x7f80u) == 0 && (bits & 0x7fu) != 0;
         }
         EXPECT_GT(subnormal, 100) << what;
+        const GradWeightTraits traits = TraitsOf(p.weight);
+        args.weight_traits = &traits;  // given once (found by each call: quadratic in C)
         Poison(p.out);
         for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
         for (int64_t i = 0; i < p.n; ++i) {
@@ -1250,6 +1263,8 @@ TEST_P(GradKernelTest, LanesPastTheGuardNearSubnormal) {
         subnormal += (bits & 0x7f80u) == 0 && (bits & 0x7fu) != 0;
     }
     EXPECT_GT(subnormal, p.n * p.c / 8) << kernel.name;
+    const GradWeightTraits traits = TraitsOf(p.weight);
+    args.weight_traits = &traits;  // given once (found by each call: quadratic in C)
     Poison(p.out);
     for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
     int64_t mismatches = 0;
