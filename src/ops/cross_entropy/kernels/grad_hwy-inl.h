@@ -1534,6 +1534,11 @@ HWY_INLINE double TargetValue(double x, const GradRowCoefficients &row, double w
     return value - row.g;
 }
 
+// The weight of the row's target column (1 without weights).
+HWY_INLINE double TargetWeight(const GradKernelArgs &args, const GradRowCoefficients &row) {
+    return args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+}
+
 template <aclDataType kType>
 HWY_INLINE void StoreTarget(const typename Storage<kType>::T *x, typename Storage<kType>::T *out,
                             const GradRowCoefficients &row, double weight) {
@@ -1872,7 +1877,7 @@ HWY_NOINLINE void FlatBoundaryVector(const GradKernelArgs &args, const float *in
             return;
         }
         const size_t at = lane + static_cast<size_t>(row.col) - col;
-        const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+        const double weight = TargetWeight(args, row);
         value = hn::InsertLane(value, at, static_cast<float>(TargetValue(in[at], row, weight)));
     };
     target(row0, 0, col0, HWY_MIN(k, count));
@@ -2042,7 +2047,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const auto store_target = [&](int64_t i, const TargetInput &target) {
         if (!target.present) return;
         const GradRowCoefficients &row = args.rows[i];
-        const double weight = args.weight ? static_cast<double>(args.weight[row.col * args.weight_stride]) : 1.0;
+        const double weight = TargetWeight(args, row);
         StoreTarget<kType>(&target.x, out_row(i) + (row.col - tile.col_begin), row, weight);
     };
     const bool in_place = args.out == args.log_prob;
