@@ -1,5 +1,7 @@
 // Relative error of exp(x) a / 2^k as the 16-bit gradient kernels form it (grad_hwy-inl.h: ExpShifted, the reduction
-// of ScaledExp, ScaledPoly with the coefficients scaled by a), for degrees 5 and 4, against the earlier form
+// of ScaledExp, ScaledPoly with the coefficients scaled by a), for degree 5 with the two-step reduction (rows with a
+// bias term), degree 5 with the one-step one (fp16 rows without) and degree 4 (one step, bf16 rows without), against
+// the earlier form
 // (Estrin's scheme for p - 1, then (p - 1) a + a), over every fp16 and bf16 input with -86 <= x <= 88 and 2048
 // mantissas of a, at the exponents 0 and -119, -122, -125 (the least a of the vector path, RowNeedsDouble), where the
 // a_i of the highest degrees are subnormal: m = p(r) a is normal at every one of them. The operations are
@@ -52,13 +54,18 @@ int main() {
         std::memcpy(&a, &u, sizeof(a));
         scales.push_back(a);
     }
-    for (const int degree : {5, 4}) {
+    struct Variant {
+        int degree;
+        bool two_step;
+    };
+    for (const Variant variant : {Variant{5, true}, Variant{5, false}, Variant{4, false}}) {
+        const int degree = variant.degree;
         double worst_horner = 0.0, worst_estrin = 0.0;
         for (const float x : inputs) {
             const float t = std::fmaf(x, 1.44269504088896341f, 12582912.0f);
             const float kf = t - 12582912.0f;
             float r;
-            if (degree == 5) {
+            if (variant.two_step) {
                 r = std::fmaf(kf, -0.693145751953125f, x);
                 r = std::fmaf(kf, -1.42860676533018708e-6f, r);
             } else {
@@ -92,7 +99,9 @@ int main() {
                 }
             }
         }
-        std::printf("degree %d: max relative error, scaled Horner 2^%.3f, Estrin 2^%.3f (%zu inputs x %zu a)\n", degree,
-                    std::log2(worst_horner), std::log2(worst_estrin), inputs.size(), 4 * scales.size());
+        std::printf(
+            "degree %d, %s reduction: max relative error, scaled Horner 2^%.3f, Estrin 2^%.3f (%zu inputs x %zu a)\n",
+            degree, variant.two_step ? "two-step" : "one-step", std::log2(worst_horner), std::log2(worst_estrin),
+            inputs.size(), 4 * scales.size());
     }
 }

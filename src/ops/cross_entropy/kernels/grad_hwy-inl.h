@@ -17,12 +17,13 @@
 //    alone would underflow (x down to -172) or overflow (up to 176). The polynomial's degree depends on the output type
 //    (Storage::kExpDegree):
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
-//      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative
+//      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative; one-step reduction
+//            in rows without a bias term (kRowOneStep), two-step in rows with one (the cancellation guard's bound)
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction.
-//            Rows with a bias term run fp16's degree 5 instead, for the cancellation guard (kRowDegree).
-//    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-12 (fp16) of an output
-//    ulp at worst, a result can only be misrounded when the exact value lies that close to a rounding midpoint
-//    (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
+//            Rows with a bias term run fp16's degree 5 instead, two-step, for the cancellation guard (kRowDegree).
+//    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-9.6 (fp16, one-step;
+//    2^-11.3 two-step) of an output ulp at worst, a result can only be misrounded when the exact value lies that close
+//    to a rounding midpoint (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
 //    The 16-bit kernels are bound by their operation count, not by memory: fusing the polynomial's steps, the
 //    reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000
 //    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, AMD Zen 4). The fp32 kernel runs at the copy's
@@ -255,8 +256,8 @@ HWY_INLINE VF ExpShifted(DF df, VF x) { return Fma(df, x, hn::Set(df, 1.44269504
 // (kFast true), for vectors whose every t_fast = ExpShifted(x) lies in the row's FastWindow: the result is known to
 // be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly the bits of the
 // general path; no clamp and no NaN check are needed.
-// Which path a vector takes therefore never changes a value.
-template <int kDegree, bool kFast, class A>
+// Which path a vector takes therefore never changes a value. kOneStep: the reduction's form (kRowOneStep).
+template <int kDegree, bool kFast, class A, bool kOneStep = (kDegree <= 4)>
 HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const DI di;
     const VF magic = hn::Set(df, kExpMagic);
@@ -264,11 +265,14 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const VF t = kFast ? t_fast : ExpShifted(df, xc);
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
     VF r;
-    if constexpr (kDegree <= 4) {
-        // bf16: r = x - k ln2 in one step with ln2 rounded to fp32 (off by 1.9e-9): the extra error in r is at most
-        // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities), against the degree-4
-        // polynomial's 2^-17.5; together under 2^-17.35 relative, still 0.39 of a bf16 ulp at worst (rows without
-        // a bias term only, where no cancellation magnifies it: kRowDegree).
+    if constexpr (kOneStep) {
+        // r = x - k ln2 in one step with ln2 rounded to fp32 (off by 1.9e-9): the extra error in r is at most
+        // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities). Rows without a bias term
+        // only, where no cancellation magnifies it (kRowOneStep). bf16, against the degree-4 polynomial's 2^-17.5:
+        // together under 2^-17.35 relative, 0.39 of a bf16 ulp at worst. fp16, against degree 5's 2^-22.3: under
+        // 2^-20.6 relative, 2^-9.6 of an fp16 ulp (bench/exp_error: 2^-21.2 measured for -86 <= x <= 88, against
+        // 2^-22.3 two-step). One multiply-add fewer per vector, in kernels bound by their multiply-adds: fp16 rows
+        // without a bias term took 0.88-0.91x the time (64 x 32000, one thread, in cache; ab_libs, 5 rounds).
         r = Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
     } else {
         // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
@@ -390,12 +394,16 @@ HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
 // a mispredicted branch and a second pass, more than the two multiply-adds per vector that degree 5 adds.
 template <aclDataType kType, BiasKind kBias>
 constexpr int kRowDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
+// Whether a row's exp reduces x in one step (ScaledExp): the 16-bit rows without a bias term. Rows with one keep
+// the two-step reduction, whose smaller error the cancellation guard's bound takes (below).
+template <aclDataType kType, BiasKind kBias>
+constexpr bool kRowOneStep = kRowDegree<kType, kBias> <= 4 || (kType == ACL_FLOAT16 && kBias == kNoBias);
 
 // exp(x) a, minus the bias term, with the exp of degree kDegree.
 // a: the row's a, or its ExpFactors.
 template <aclDataType kType, BiasKind kBias, bool kFast, int kDegree = kRowDegree<kType, kBias>, class A = VF>
 HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
-    const VF m = ScaledExp<kDegree, kFast>(df, x, t, a);
+    const VF m = ScaledExp<kDegree, kFast, A, kRowOneStep<kType, kBias>>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
