@@ -1778,7 +1778,10 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
     const float *w_run = nullptr;
     if (weight != nullptr) {
         const size_t reach = HWY_MIN(chunk_rows, tile_rows) * c + lanes;
-        for (size_t e = 0; e < reach; ++e) w_run_buf[e] = weight[static_cast<int64_t>(e % c) * weight_stride];
+        // (Each row's from the one before, without a division per element: 1.2% of the op's perf samples at
+        // 16384 x 10 fp32 smoothed+weighted.)
+        for (size_t e = 0; e < HWY_MIN(c, reach); ++e) w_run_buf[e] = weight[static_cast<int64_t>(e) * weight_stride];
+        for (size_t e = c; e < reach; ++e) w_run_buf[e] = w_run_buf[e - c];
         w_run = w_run_buf;
     }
     PackedCoefficients coef;

@@ -2,6 +2,9 @@
 #ifndef OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_HWY_SHARED_H_
 #define OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_HWY_SHARED_H_
 
+#include <cmath>
+#include <limits>
+
 #include "ops/cross_entropy/kernels/grad_kernel.h"
 
 namespace openaclnn::cross_entropy {
@@ -99,7 +102,11 @@ inline int16_t FastInputLimit(aclDataType dtype, int exponent) {
 inline bool RowNeedsDouble(const GradRowCoefficients &row) {
     const auto outside = [](double v, double top) {
         const double m = std::fabs(v);
-        return m != 0.0 && std::isfinite(m) && (m < 0x1p-125 || m > top);
+        // The usual case first, in two comparisons (NaN goes on): with this order, 16384 x 10 smoothed+weighted
+        // took 0.95x the time (fp32 and bf16, ab_libs 9 rounds, with GradRowsPacked's weight run built without a
+        // division per element); the test ran once per row there, and was 6% of the op's perf samples.
+        if (m >= 0x1p-125 && m <= top) return false;
+        return m != 0.0 && m <= std::numeric_limits<double>::max();  // neither 0 nor infinite nor NaN
     };
     return outside(row.a, 0x1p76) || outside(row.b, 0x1p126);
 }
