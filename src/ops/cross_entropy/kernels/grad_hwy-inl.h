@@ -18,7 +18,8 @@
 //    (Storage::kExpDegree):
 //      fp32: degree 6, polynomial error 2^-28.0, measured max error of exp 1 ulp (tests/kernels: exhaustive)
 //      fp16: degree 5, polynomial error 2^-23.2 (relative), output ulp is >= 2^-11 relative; one-step reduction
-//            in rows without a bias term (kRowOneStep), two-step in rows with one (the cancellation guard's bound)
+//            in rows without a bias term or with a small one (kRowOneStep), two-step in rows the cancellation guard
+//            checks (its bound)
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction.
 //            Rows with a bias term run fp16's degree 5 instead, two-step, for the cancellation guard (kRowDegree).
 //    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-9.6 (fp16, one-step;
@@ -267,12 +268,13 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     VF r;
     if constexpr (kOneStep) {
         // r = x - k ln2 in one step with ln2 rounded to fp32 (off by 1.9e-9): the extra error in r is at most
-        // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities). Rows without a bias term
-        // only, where no cancellation magnifies it (kRowOneStep). bf16, against the degree-4 polynomial's 2^-17.5:
+        // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities). Rows where no
+        // cancellation can magnify it only (kRowOneStep). bf16, against the degree-4 polynomial's 2^-17.5:
         // together under 2^-17.35 relative, 0.39 of a bf16 ulp at worst. fp16, against degree 5's 2^-22.3: under
         // 2^-20.6 relative, 2^-9.6 of an fp16 ulp (bench/exp_error: 2^-21.2 measured for -86 <= x <= 88, against
         // 2^-22.3 two-step). One multiply-add fewer per vector, in kernels bound by their multiply-adds: fp16 rows
-        // without a bias term took 0.88-0.91x the time (64 x 32000, one thread, in cache; ab_libs, 5 rounds).
+        // without a bias term took 0.88-0.91x the time, smoothed+weighted ones (kRowSmallBias) 0.92x (64 x 32000,
+        // one thread, in cache; ab_libs, 5 rounds).
         r = Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
     } else {
         // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
@@ -394,16 +396,18 @@ HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
 // a mispredicted branch and a second pass, more than the two multiply-adds per vector that degree 5 adds.
 template <aclDataType kType, BiasKind kBias>
 constexpr int kRowDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
-// Whether a row's exp reduces x in one step (ScaledExp): the 16-bit rows without a bias term. Rows with one keep
-// the two-step reduction, whose smaller error the cancellation guard's bound takes (below).
-template <aclDataType kType, BiasKind kBias>
-constexpr bool kRowOneStep = kRowDegree<kType, kBias> <= 4 || (kType == ACL_FLOAT16 && kBias == kNoBias);
+// Whether a row's exp reduces x in one step (ScaledExp): the 16-bit rows without a bias term, and fp16 rows whose
+// bias term is small enough to skip the cancellation guard (kGuard false; kRowSmallBias). Rows with the guard keep
+// the two-step reduction, whose smaller error the guard's bound takes (kCancellationBound).
+template <aclDataType kType, BiasKind kBias, bool kGuard>
+constexpr bool kRowOneStep = kRowDegree<kType, kBias> <= 4 || (kType == ACL_FLOAT16 && (kBias == kNoBias || !kGuard));
 
 // exp(x) a, minus the bias term, with the exp of degree kDegree.
 // a: the row's a, or its ExpFactors.
-template <aclDataType kType, BiasKind kBias, bool kFast, int kDegree = kRowDegree<kType, kBias>, class A = VF>
+template <aclDataType kType, BiasKind kBias, bool kGuard, bool kFast, int kDegree = kRowDegree<kType, kBias>,
+          class A = VF>
 HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
-    const VF m = ScaledExp<kDegree, kFast, A, kRowOneStep<kType, kBias>>(df, x, t, a);
+    const VF m = ScaledExp<kDegree, kFast, A, kRowOneStep<kType, kBias, kGuard>>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
@@ -424,14 +428,17 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
 // 2^-22.29 (bound 2^-22.3; bench/exp_error.cpp). Both 16-bit types' bias rows run degree 5 (kRowDegree):
 //   bf16, degree 5: error <= 2^-22.3 (1 + 2^13) |out| + 2^-24 |out| <= 2^-9.29 |out|, ulp >= 2^-8 |out|: 0.41 ulp.
 //   fp16, degree 5: error <= 2^-22.3 (1 + 2^10) |out| + 2^-24 |out| <= 2^-12.29 |out|, ulp >= 2^-11 |out|: 0.41 ulp.
-// fp16 rows flagged kRowSmallBias (|b| max_j |w_j| <= 2^-10, grad_kernel.h) skip the guard (RowSegmentBiased): in
-// them a lane it would flag has |out| < 2^-10 |b w_j| <= 2^-20, so |m| < (1 + 2^-10) 2^-10, and its absolute error,
-// m's 2^-22.3 relative plus the roundings of a and b to fp32 (2^-24 relative each, of |m| and |b w_j|), is at most
-// (2^-22.3 + 2 * 2^-24)(1 + 2^-10) 2^-10 + 2^-24 |out| < 2^-31.5, under 1/180 of fp16's smallest spacing 2^-24:
-// never more than one ulp off, and rarely misrounded (2^-4 would still keep one ulp, at 0.33 of 2^-24, but
-// misrounded 3% of the elements where every input sits near the cancellation; 2^-10: 0.04%, test
-// SmallBiasFp16RowsSkipTheGuard). Mean-reduced gradients have |b| about gradLoss * smoothing / (C N), so nearly every
-// fp16 training row qualifies; the guard's tests were a quarter of their time (4096 x 32000, smoothed+weighted).
+// fp16 rows flagged kRowSmallBias (|b| max_j |w_j| <= 2^-10, grad_kernel.h) skip the guard (RowSegmentBiased) and
+// reduce x in one step (kRowOneStep): m's error is at most 2^-20.6 relative (ScaledExp), 2^-20.47 with the rounding
+// of a to fp32, and |b w_j| <= 2^-10 bounds what a cancellation can do. Where |out| >= 2^-14 (a normal fp16),
+// |m| <= |out| + 2^-10 <= 17 |out|, so the error, with b's rounding (2^-24 |b w_j|) and the result's (2^-24 |out|),
+// is under 2^-20.47 * 17 |out| + 2^-24 * 17 |out| < 2^-16.2 |out|, 2^-5.2 of an ulp. Below, |m| <= 2^-14 + 2^-10
+// and the error is under 2^-20.47 (2^-14 + 2^-10) + 2^-34 + 2^-38 < 2^-30.2, under 1/70 of fp16's smallest spacing
+// 2^-24. So never more than one ulp off, and rarely misrounded (test SmallBiasFp16RowsSkipTheGuard: 0.04% of
+// elements where every input sits near the cancellation; with the two-step reduction the same; a limit of 2^-4
+// instead of 2^-10 still kept one ulp there with the two-step reduction, but misrounded 3%). Mean-reduced gradients
+// have |b| about gradLoss * smoothing / (C N), so nearly every fp16 training row qualifies; the guard's tests were a
+// quarter of their time (4096 x 32000, smoothed+weighted).
 template <aclDataType kType>
 constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-13f : 0x1p-10f;
 
@@ -503,7 +510,7 @@ HWY_NOINLINE void StorePatched(DF df, VF x, VF value, hn::Mask<DF> cancelled, co
 template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kFast>
 HWY_INLINE void StoreVector(DF df, VF x, VF t, VF a, VF b, const float *w, const GradRowCoefficients &row,
                             typename Storage<kType>::T *out) {
-    const VF value = RowValue<kType, kBias, kFast>(df, x, t, a, b, w);
+    const VF value = RowValue<kType, kBias, kGuard, kFast>(df, x, t, a, b, w);
     if constexpr (kType != ACL_FLOAT && kBias != kNoBias && kGuard) {
         const auto cancelled = Cancelled<kType, kBias>(df, value, b, w);
         if (HWY_UNLIKELY(!hn::AllFalse(df, cancelled))) {
@@ -524,8 +531,8 @@ template <aclDataType kType, BiasKind kBias, bool kGuard, bool kStream, bool kFa
 HWY_INLINE void StorePair(DF df, VF x0, VF x1, VF t0, VF t1, VF a, VF b, const float *w0, const float *w1,
                           const GradRowCoefficients &row, typename Storage<kType>::T *out0,
                           typename Storage<kType>::T *out1) {
-    const VF value0 = RowValue<kType, kBias, kFast>(df, x0, t0, a, b, w0);
-    const VF value1 = RowValue<kType, kBias, kFast>(df, x1, t1, a, b, w1);
+    const VF value0 = RowValue<kType, kBias, kGuard, kFast>(df, x0, t0, a, b, w0);
+    const VF value1 = RowValue<kType, kBias, kGuard, kFast>(df, x1, t1, a, b, w1);
     if constexpr (kType != ACL_FLOAT && kBias != kNoBias && kGuard) {
         const auto cancelled0 = Cancelled<kType, kBias>(df, value0, b, w0);
         const auto cancelled1 = Cancelled<kType, kBias>(df, value1, b, w1);
@@ -960,10 +967,10 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
     const float *w1 = kBias == kWeightBias ? w + lanes : w;
     const float *w2 = kBias == kWeightBias ? w + 2 * lanes : w;
     const float *w3 = kBias == kWeightBias ? w + 3 * lanes : w;
-    const VF v0 = RowValue<kType, kBias, true>(df, x0, t0, a, b, w);
-    const VF v1 = RowValue<kType, kBias, true>(df, x1, t1, a, b, w1);
-    const VF v2 = RowValue<kType, kBias, true>(df, x2, t2, a, b, w2);
-    const VF v3 = RowValue<kType, kBias, true>(df, x3, t3, a, b, w3);
+    const VF v0 = RowValue<kType, kBias, kGuard, true>(df, x0, t0, a, b, w);
+    const VF v1 = RowValue<kType, kBias, kGuard, true>(df, x1, t1, a, b, w1);
+    const VF v2 = RowValue<kType, kBias, kGuard, true>(df, x2, t2, a, b, w2);
+    const VF v3 = RowValue<kType, kBias, kGuard, true>(df, x3, t3, a, b, w3);
     if constexpr (kBias == kConstBias && kGuard) {
         // as Cancelled
         if (HWY_UNLIKELY(outside | AnyAbsBelow(df, v0, v1, v2, v3, ScaledBias<kType>(df, b)))) return false;
@@ -1680,7 +1687,7 @@ HWY_INLINE void PackedVector(DF df, const typename Storage<kType>::T *in, typena
     const VF a = hn::Load(df, coef.a + e0);
     const VF b = hn::Load(df, coef.b + e0);
     const float *w = w_run != nullptr ? w_run + e0 : nullptr;
-    const VF value = RowValue<kType, kBias, false>(df, x, x, a, b, w);
+    const VF value = RowValue<kType, kBias, kGuard, false>(df, x, x, a, b, w);
     T *dst = partial ? out_buf : out + e0;
     if constexpr (kType != ACL_FLOAT && kBias != kNoBias && kGuard) {
         const auto cancelled = Cancelled<kType, kBias>(df, value, b, w);
@@ -1877,7 +1884,7 @@ HWY_NOINLINE void FlatBoundaryVector(const GradKernelArgs &args, const float *in
     const bool whole = count == lanes;
     if (!whole) CopyInPartial(df, in, in_buf, count);
     const VF x = hn::LoadU(df, whole ? in : in_buf);
-    VF value = RowValue<ACL_FLOAT, kBias, false>(df, x, x, a, b, nullptr);
+    VF value = RowValue<ACL_FLOAT, kBias, false, false>(df, x, x, a, b, nullptr);
     const auto none = hn::FirstN(df, 0);
     const auto zero0 = row0.kind == kRowZero ? first : none;
     const auto zero1 = row1.kind == kRowZero ? hn::Not(first) : none;
