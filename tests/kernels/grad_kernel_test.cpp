@@ -482,12 +482,13 @@ GradWeightTraits TraitsOf(const std::vector<float> &weights) {
     return traits;
 }
 
-// Long fp32 rows stored back to back, with a streamed output and no weighted bias term, run as one sequence of
-// aligned vectors over the tile (FlatStreamedRows): the vector across each row boundary takes each lane's
-// coefficients from its own row. Against regular stores (the row path) bit for bit (NaN for NaN), and the reference:
-// rows ending on a vector boundary (C = 64, 1024) or not (100, 1000, 1031); every variant (smoothed+weighted keeps the
-// row path); ignored first and last rows, a NaN row, a row without a bias term among rows with one; output offsets that
-// move the peel; in place; tiles of whole rows split at a row; a row for the double path (the tile keeps the row path).
+// Long fp32 rows stored back to back, with a streamed output, run as one sequence of aligned vectors over the tile
+// (FlatStreamedRows): the vector across each row boundary takes each lane's coefficients (and weights) from its own
+// row. Against regular stores (the row path) bit for bit (NaN for NaN), and the reference: rows ending on a vector
+// boundary (C = 64, 1024) or not (100, 1000, 1031); every variant (smoothed+weighted too: C <=
+// kFlatWeightedMaxColumns); ignored first and last rows, a NaN row, a row without a bias term among rows with one;
+// output offsets that move the peel; in place; tiles of whole rows split at a row; a row for the double path (the tile
+// keeps the row path).
 TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
     const GradKernelInfo &kernel = *GetParam();
     StreamingThresholdsRestore restore;

@@ -1850,7 +1850,8 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 // ---- long packed fp32 rows, streamed as one run --------------------------------------------------------------
 
 // fp32 rows stored back to back whose output streams, and whose rows have no weighted bias term (plain, weights
-// without smoothing, z-loss, smoothing without weights), run as one sequence of aligned vectors over the whole tile
+// without smoothing, z-loss, smoothing without weights) or one over at most kFlatWeightedMaxColumns weights
+// (PlanFlatRows), run as one sequence of aligned vectors over the whole tile
 // (FlatStreamedRows) instead of row by row: a row's interior goes through the row loop, and the vector where one row
 // ends and the next begins takes each lane's coefficients from its own row (FlatBoundaryVector). Row by row, every
 // row whose length is not a whole number of vectors began and ended with partial vectors through stack buffers, and
@@ -1862,12 +1863,14 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 // per streaming store) took 1.2x and 1.5x the time of their regular stores on 65536 x 1000: fp32 only. Consecutive rows
 // with the same coefficients (SameRowScale: every row of a mean or sum without weights) go through the row loop as
 // one range, kFlatRunRows at a time, with no boundary vector between them: 65536 x 1000 plain 0.79x and z-loss 0.85x
-// the time of a call of the row loop per row (ab_libs, 5 rounds).
+// the time of a call of the row loop per row (ab_libs, 5 rounds). Rows with a weighted bias term, in groups of four
+// before (RowSegmentsWeighted: four short streams in and out at once, each row's first and last vectors partial),
+// took 0.80x the time this way (65536 x 1000 smoothed+weighted, 1.40x the copy's time -> 1.13x; ab_libs, 7 rounds).
 
 // count <= lanes elements at in/out, the first k of them in row0 (columns col0 on) and the others in row1 (columns 0
-// on): the general path of the exp, each lane with its row's a and b; lanes of rows of kind kRowZero +0, and a row's
-// target element, where it lies in the vector, StoreTarget's value (its input read before the vector is stored, so
-// also where out is logProb). Whole aligned vectors stream where `stream`.
+// on): the general path of the exp, each lane with its row's a and b (and its column's weight, kWeightBias); lanes of
+// rows of kind kRowZero +0, and a row's target element, where it lies in the vector, StoreTarget's value (its input
+// read before the vector is stored, so also where out is logProb). Whole aligned vectors stream where `stream`.
 template <BiasKind kBias>
 HWY_NOINLINE void FlatBoundaryVector(const GradKernelArgs &args, const float *in, float *out, size_t count, size_t k,
                                      const GradRowCoefficients &row0, size_t col0, const GradRowCoefficients &row1,
@@ -1881,10 +1884,16 @@ HWY_NOINLINE void FlatBoundaryVector(const GradKernelArgs &args, const float *in
         hn::IfThenElse(first, hn::Set(df, static_cast<float>(row0.b)), hn::Set(df, static_cast<float>(row1.b)));
     alignas(HWY_MAX_BYTES) float in_buf[kPackedLanesMax] = {};
     alignas(HWY_MAX_BYTES) float out_buf[kPackedLanesMax];
+    alignas(HWY_MAX_BYTES) float w_buf[kPackedLanesMax];  // kWeightBias: each lane's weight (0 past count)
+    if constexpr (kBias == kWeightBias) {
+        for (size_t lane = 0; lane < lanes; ++lane) {
+            w_buf[lane] = lane >= count ? 0.0f : args.weight[lane < k ? col0 + lane : lane - k];
+        }
+    }
     const bool whole = count == lanes;
     if (!whole) CopyInPartial(df, in, in_buf, count);
     const VF x = hn::LoadU(df, whole ? in : in_buf);
-    VF value = RowValue<ACL_FLOAT, kBias, false, false>(df, x, x, a, b, nullptr);
+    VF value = RowValue<ACL_FLOAT, kBias, false, false>(df, x, x, a, b, w_buf);
     const auto none = hn::FirstN(df, 0);
     const auto zero0 = row0.kind == kRowZero ? first : none;
     const auto zero1 = row1.kind == kRowZero ? hn::Not(first) : none;
@@ -1918,22 +1927,28 @@ HWY_INLINE size_t StreamZeros(float *out, size_t j, size_t end) {
     return j;
 }
 
-// Whether a tile of whole rows may run as FlatStreamedRows, and with which bias kind (kNoBias where no row has a bias
-// term, else kConstBias, which needs the tile to be without weights).
+// Whether a tile of whole rows may run as FlatStreamedRows, and with which bias kind: kNoBias where no row has a bias
+// term, else kConstBias without weights, or kWeightBias where the weights are contiguous, finite and few enough to
+// stay in the L1 cache beside the streams (kFlatWeightedMaxColumns: 16 KiB; longer rows of weights go in groups,
+// RowSegmentsWeighted, which load each weight vector once for four rows). A row without a bias term gets the same bits
+// with kWeightBias: its b is +0 and every weight finite and non-negative, so (-b) w_j is -0 and m + -0 is m.
 struct FlatPlan {
     bool usable = false;
     BiasKind bias = kNoBias;
 };
+constexpr int64_t kFlatWeightedMaxColumns = 4096;
 
 HWY_INLINE FlatPlan PlanFlatRows(const GradKernelArgs &args, const GradTile &tile, const WeightTraits &weights) {
     FlatPlan plan{true, kNoBias};
+    const bool weights_flat =
+        args.weight == nullptr || (args.weight_stride == 1 && weights.finite && args.c <= kFlatWeightedMaxColumns);
     for (int64_t i = tile.row_begin; i < tile.row_end && plan.usable; ++i) {
         const GradRowCoefficients &row = args.rows[i];
         if (row.kind == kRowZero) continue;
         plan.usable = !RowNeedsDouble(row);
         if (RowWithoutBias(row, weights)) continue;
-        plan.bias = kConstBias;
-        plan.usable = plan.usable && args.weight == nullptr;
+        plan.bias = args.weight == nullptr ? kConstBias : kWeightBias;
+        plan.usable = plan.usable && weights_flat;
     }
     return plan;
 }
@@ -1972,8 +1987,9 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
         const GradRowCoefficients &row = rows[r];
         // The rows from r on with this row's coefficients (every row of a mean or sum without weights or smoothing
         // has them), up to kFlatRunRows, run as one range through the row loop.
+        // (Not with weights: the row loop reads them from the run's first column on.)
         size_t run = 1;
-        if (row.kind != kRowZero) {
+        if (row.kind != kRowZero && kBias != kWeightBias) {
             while (run < kFlatRunRows && r + run < tile_rows && SameRowScale(rows[r + run], row)) ++run;
         }
         const size_t run_end = row_start + run * c;
@@ -1987,9 +2003,9 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
             const FastWindow window = RowFastWindow(a, b, true);
             const auto loop = [&](size_t to) {
                 if (j < to) {
-                    RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(df, in + row_start, out + row_start, j,
-                                                                                to, hn::Set(df, a), hn::Set(df, b),
-                                                                                nullptr, no_pairs, row, window, &j);
+                    RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(
+                        df, in + row_start, out + row_start, j, to, hn::Set(df, a), hn::Set(df, b),
+                        kBias == kWeightBias ? args.weight : nullptr, no_pairs, row, window, &j);
                 }
             };
             const size_t whole_end = j + (run * c - j) / lanes * lanes;
@@ -2097,8 +2113,10 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
             if (flat.usable) {
                 if (flat.bias == kNoBias) {
                     FlatStreamedRows<kNoBias>(args, tile);
-                } else {
+                } else if (flat.bias == kConstBias) {
                     FlatStreamedRows<kConstBias>(args, tile);
+                } else {
+                    FlatStreamedRows<kWeightBias>(args, tile);
                 }
                 hwy::FlushStream();
                 return;
