@@ -258,8 +258,9 @@ HWY_INLINE VF ExpShifted(DF df, VF x) { return Fma(df, x, hn::Set(df, 1.44269504
 // (kFast true), for vectors whose every t_fast = ExpShifted(x) lies in the row's FastWindow: the result is known to
 // be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly the bits of the
 // general path; no clamp and no NaN check are needed.
-// Which path a vector takes therefore never changes a value. kOneStep: the reduction's form (kRowOneStep).
-template <int kDegree, bool kFast, class A, bool kOneStep = (kDegree <= 4)>
+// Which path a vector takes therefore never changes a value. kOneStep: the reduction's form, as kRowOneStep gives
+// it for the row (every caller asks it there, so that all paths of a row reduce alike).
+template <int kDegree, bool kOneStep, bool kFast, class A>
 HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const DI di;
     const VF magic = hn::Set(df, kExpMagic);
@@ -409,7 +410,7 @@ constexpr bool kRowOneStep = kRowDegree<kType, kBias> <= 4 || (kType == ACL_FLOA
 template <aclDataType kType, BiasKind kBias, bool kGuard, bool kFast, int kDegree = kRowDegree<kType, kBias>,
           class A = VF>
 HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
-    const VF m = ScaledExp<kDegree, kFast, A, kRowOneStep<kType, kBias, kGuard>>(df, x, t, a);
+    const VF m = ScaledExp<kDegree, kRowOneStep<kType, kBias, kGuard>, kFast>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
@@ -751,8 +752,9 @@ HWY_INLINE void SplitBf16Pairs(DF df, const uint16_t *p, VF &even, VF &odd) {
 template <BiasKind kBias, bool kFast, class A>
 HWY_INLINE void PairExp(DF df, VF xe, VF xo, VF te, VF to, const A &a, VF &ve, VF &vo) {
     constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
-    ve = ScaledExp<kDegree, kFast>(df, xe, kFast ? te : xe, a);
-    vo = ScaledExp<kDegree, kFast>(df, xo, kFast ? to : xo, a);
+    constexpr bool kOneStep = kRowOneStep<ACL_BF16, kBias, true>;  // (bf16 rows with a bias term are guarded)
+    ve = ScaledExp<kDegree, kOneStep, kFast>(df, xe, kFast ? te : xe, a);
+    vo = ScaledExp<kDegree, kOneStep, kFast>(df, xo, kFast ? to : xo, a);
 }
 
 // Subtracts the bias term from both halves of a pair (we, wo: the weights of its even and odd elements, for rows
@@ -1283,7 +1285,8 @@ HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out,
             // RowValue's operations: m + (-b) w_j (SubBiasW), with (-b) w_j formed once where every row has the same b.
             const VF shared_bias = kSharedBias ? hn::Mul(hn::Neg(b[0]), wv) : wv;
             for (size_t q = 0; q < kRows; ++q) {
-                const VF m = ScaledExp<kDegree, true>(df, x[q][v], t[q][v], a[q]);
+                const VF m =
+                    ScaledExp<kDegree, kRowOneStep<ACL_FLOAT, kWeightBias, true>, true>(df, x[q][v], t[q][v], a[q]);
                 store(kSharedBias ? hn::Add(shared_bias, m) : SubBiasW<ACL_FLOAT, kWeightBias>(df, m, b[q], wv),
                       out[q] + j + v * lanes);
             }
