@@ -1563,6 +1563,12 @@ TEST_P(GradKernelTest, PackedRowsGiveRowBits) {
                     if (smoothed) p.rows[base + 4].b = 0.0;  // no bias term among rows with one
                     p.rows[base + 5].flags ^= kRowSmallBias;
                 }
+                // Rows of another variant alone in their chunks (no row there takes the double path): every third row
+                // of a stretch in the middle.
+                for (int64_t i = n / 3; i < n / 3 + 60 && i < n - 8; i += 3) {
+                    if (smoothed) p.rows[i].b = 0.0;
+                    p.rows[i + 1].flags ^= kRowSmallBias;
+                }
                 if (dtype != ACL_FLOAT && v == kSmoothedWeighted) {
                     // Lanes the guard flags: weights that make row r's terms cancel at column j (a few rows, each
                     // its own columns).

@@ -1600,13 +1600,15 @@ HWY_INLINE VD ExpDoubleV(DD dd, VD x) {
     return hn::IfThenElse(hn::IsNaN(x), hn::Add(x, x), e);
 }
 
-// Target elements gathered from many rows (GradRowsPacked) and computed kSize at a time over vectors of doubles:
-// StoreTarget's expression, operation for operation, so the same bits. One at a time, the library exp and the call
-// around it were a quarter of 16384 x 10's time.
+// The target elements of a chunk of packed rows (GradRowsPacked), gathered while its rows' coefficients are laid out
+// (their inputs read then, before the chunk's run may overwrite them where out is logProb) and computed together after
+// the run, kCapacity at most, over vectors of doubles: StoreTarget's expression, operation for operation, so the same
+// bits. One at a time, the library exp and the call around it were a quarter of 16384 x 10's time.
 template <aclDataType kType>
 class TargetBatch {
 public:
     using T = typename Storage<kType>::T;
+    static constexpr size_t kCapacity = 256;
 
     HWY_INLINE void Add(T x, const GradRowCoefficients &row, double weight, T *out) {
         x_[count_] = LoadElement<kType>(&x, 0);
@@ -1615,9 +1617,12 @@ public:
         g_[count_] = row.g;
         w_[count_] = weight;
         out_[count_] = out;
-        if (++count_ == kSize) Flush();
+        ++count_;
     }
 
+    HWY_INLINE void Clear() { count_ = 0; }
+
+    // Computes and stores the elements added since Clear.
     HWY_INLINE void Flush() {
         const DD dd;
         const size_t lanes = hn::Lanes(dd);
@@ -1633,14 +1638,13 @@ public:
     }
 
 private:
-    static constexpr size_t kSize = 64;
-    static constexpr size_t kPadded = kSize + HWY_MAX_BYTES / sizeof(double);
+    static constexpr size_t kPadded = kCapacity + HWY_MAX_BYTES / sizeof(double);
     alignas(HWY_MAX_BYTES) double x_[kPadded];
     alignas(HWY_MAX_BYTES) double a_[kPadded];
     alignas(HWY_MAX_BYTES) double b_[kPadded];
     alignas(HWY_MAX_BYTES) double g_[kPadded];
     alignas(HWY_MAX_BYTES) double w_[kPadded];
-    T *out_[kSize];
+    T *out_[kCapacity];
     size_t count_ = 0;
 };
 
@@ -1724,7 +1728,6 @@ HWY_NOINLINE void PackedRun(const typename Storage<kType>::T *in, typename Stora
 struct PackedKind {
     bool biased;  // a bias term (else kNoBias)
     bool guard;   // the cancellation guard (16-bit rows with a bias term, but fp16 rows flagged kRowSmallBias)
-    bool operator==(const PackedKind &other) const { return biased == other.biased && guard == other.guard; }
 };
 
 template <aclDataType kType>
@@ -1762,11 +1765,14 @@ HWY_INLINE void PackedRunOfKind(const typename Storage<kType>::T *in, typename S
 // A tile of whole rows of C <= kPackedMaxColumns classes stored back to back, in chunks of rows (PackedRun). A chunk
 // whose rows need different variants, or one row the double path (RowNeedsDouble), goes row by row (single_row)
 // instead; rows of kind kRowZero are zeroed after the run, and the target columns recomputed after that, together
-// (TargetBatch). A target column's input is read after the run, from the cache, except where out is logProb: there
-// it is saved before the run overwrites it (as GradTileContiguous does). The loops over a chunk's rows index the
-// chunk directly: through GradTileContiguous's general accessors they reloaded the arguments every row. With pass 2
-// of the coefficients specialised as well (grad_rows.cpp), 16384 x 10 took 0.77-0.84x the time (bench/ab_libs.sh,
-// 3 rounds, fp32 and bf16, every variant).
+// (TargetBatch). One pass over a chunk's rows lays out their coefficients, finds their variants and gathers their
+// target elements' inputs (read before the run, so also where out is logProb), without a branch per row on the
+// variant: the chunk is uniform when the variants' bits and-ed over its rows equal them or-ed. Against a second pass
+// over the rows for the targets (and a branch per row on the variant), 16384 x 10 took 0.85-0.96x the time (one
+// thread, bench/ab_libs.sh 5 rounds, fp32 and bf16, every variant). The loops index the chunk directly: through
+// GradTileContiguous's general accessors they reloaded the arguments every row. With pass 2 of the coefficients
+// specialised as well (grad_rows.cpp), 16384 x 10 took 0.77-0.84x the time (bench/ab_libs.sh, 3 rounds, fp32 and
+// bf16, every variant).
 template <aclDataType kType, class SingleRow>
 HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile, const WeightTraits &weights,
                                const SingleRow &single_row) {
@@ -1776,13 +1782,12 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
     const size_t c = static_cast<size_t>(args.c);
     const T *in = static_cast<const T *>(args.log_prob) + tile.row_begin * args.c;
     T *out = static_cast<T *>(args.out) + tile.row_begin * args.c;
-    const bool in_place = args.out == args.log_prob;
     const float *const weight = args.weight;
     const int64_t weight_stride = args.weight_stride;
-    // Rows per chunk: a whole number of vectors where the lane count allows it, so that only the tile's last chunk
-    // ends in a partial vector.
+    // Rows per chunk: as many as kPackedChunk elements and the target batch hold, a whole number of vectors where the
+    // lane count allows it, so that only the tile's last chunk ends in a partial vector.
     const size_t whole = lanes / std::gcd(c, lanes);
-    size_t chunk_rows = kPackedChunk / c;
+    size_t chunk_rows = HWY_MIN(kPackedChunk / c, TargetBatch<kType>::kCapacity);
     if (chunk_rows >= whole) chunk_rows -= chunk_rows % whole;
     const size_t tile_rows = static_cast<size_t>(tile.row_end - tile.row_begin);
     // The weights repeated row after row, as far as a chunk reaches (its last vector included).
@@ -1796,18 +1801,19 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
         for (size_t e = c; e < reach; ++e) w_run_buf[e] = w_run_buf[e - c];
         w_run = w_run_buf;
     }
+    // A row's variant as bits, with the double path's.
+    constexpr unsigned kBiased = 1, kGuarded = 2, kDouble = 4;
     PackedCoefficients coef;
-    T saved[kPackedChunk];  // in place: the target columns' inputs
     TargetBatch<kType> batch;
+    uint32_t zero_rows[TargetBatch<kType>::kCapacity];
     for (size_t r0 = 0; r0 < tile_rows; r0 += chunk_rows) {
         const size_t rows = HWY_MIN(chunk_rows, tile_rows - r0);
         const GradRowCoefficients *chunk = args.rows + tile.row_begin + static_cast<int64_t>(r0);
         const T *chunk_in = in + r0 * c;
         T *chunk_out = out + r0 * c;
-        // One pass over the rows: whether they share a variant, and their coefficients per element.
-        bool computed = false;
-        bool uniform = true;
-        PackedKind kind{false, false};
+        unsigned any = 0, all = ~0u;  // the bits of the rows computed, or-ed and and-ed
+        size_t zeros = 0;
+        batch.Clear();
         for (size_t r = 0; r < rows; ++r) {
             const GradRowCoefficients &row = chunk[r];
             const VF a = hn::Set(df, static_cast<float>(row.a));
@@ -1816,17 +1822,22 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
                 hn::StoreU(a, df, coef.a + r * c + k);
                 hn::StoreU(b, df, coef.b + r * c + k);
             }
-            if (row.kind == kRowZero) continue;
-            const PackedKind row_kind = PackedKindOf<kType>(row, weights);
-            if (RowNeedsDouble(row) || (computed && !(row_kind == kind))) {
-                uniform = false;
-                break;
+            if (row.kind == kRowZero) {
+                zero_rows[zeros++] = static_cast<uint32_t>(r);
+                continue;
             }
-            kind = row_kind;
-            computed = true;
-            if (in_place && static_cast<uint64_t>(row.col) < c) saved[r] = chunk_in[r * c + row.col];
+            const PackedKind kind = PackedKindOf<kType>(row, weights);
+            const unsigned bits =
+                (kind.biased ? kBiased : 0u) | (kind.guard ? kGuarded : 0u) | (RowNeedsDouble(row) ? kDouble : 0u);
+            any |= bits;
+            all &= bits;
+            const uint64_t col = static_cast<uint64_t>(row.col);
+            if (col >= c) continue;  // no target column (-1)
+            const double w = weight != nullptr ? static_cast<double>(weight[row.col * weight_stride]) : 1.0;
+            batch.Add(chunk_in[r * c + col], row, w, chunk_out + r * c + col);
         }
-        if (!uniform) {
+        const bool computed = zeros < rows;
+        if (computed && (any != all || (any & kDouble) != 0)) {
             const int64_t first = tile.row_begin + static_cast<int64_t>(r0);
             for (size_t r = 0; r < rows; ++r) single_row(first + static_cast<int64_t>(r));
             continue;
@@ -1834,20 +1845,10 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
         if (computed) {
             hn::StoreU(hn::Zero(df), df, coef.a + rows * c);  // the lanes past the chunk's end
             hn::StoreU(hn::Zero(df), df, coef.b + rows * c);
+            const PackedKind kind{(any & kBiased) != 0, (any & kGuarded) != 0};
             PackedRunOfKind<kType>(chunk_in, chunk_out, rows * c, coef, w_run, chunk, c, kind);
         }
-        for (size_t r = 0; r < rows; ++r) {
-            const GradRowCoefficients &row = chunk[r];
-            if (row.kind == kRowZero) {
-                ZeroSegment(chunk_out + r * c, c);
-                continue;
-            }
-            const uint64_t col = static_cast<uint64_t>(row.col);
-            if (col >= c) continue;  // no target column (-1)
-            const T x = in_place ? saved[r] : chunk_in[r * c + col];
-            const double w = weight != nullptr ? static_cast<double>(weight[row.col * weight_stride]) : 1.0;
-            batch.Add(x, row, w, chunk_out + r * c + col);
-        }
+        for (size_t z = 0; z < zeros; ++z) ZeroSegment(chunk_out + zero_rows[z] * c, c);
         batch.Flush();  // the chunk's target elements while its rows are in the cache
     }
 }
