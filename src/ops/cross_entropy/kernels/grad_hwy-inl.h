@@ -1604,11 +1604,13 @@ HWY_INLINE VD ExpDoubleV(DD dd, VD x) {
 // (their inputs read then, before the chunk's run may overwrite them where out is logProb) and computed together after
 // the run, kCapacity at most, over vectors of doubles: StoreTarget's expression, operation for operation, so the same
 // bits. One at a time, the library exp and the call around it were a quarter of 16384 x 10's time.
+constexpr size_t kPackedMaxChunkRows = 256;
+
 template <aclDataType kType>
 class TargetBatch {
 public:
     using T = typename Storage<kType>::T;
-    static constexpr size_t kCapacity = 256;
+    static constexpr size_t kCapacity = kPackedMaxChunkRows;
 
     HWY_INLINE void Add(T x, const GradRowCoefficients &row, double weight, T *out) {
         x_[count_] = LoadElement<kType>(&x, 0);
@@ -1652,22 +1654,48 @@ private:
 
 // Rows of at most kPackedMaxColumns classes, stored back to back (row stride C in logProb and out), are computed as
 // one flat run of elements instead of row by row: each vector may span several rows, and takes every lane's a and b
-// from per-element copies of the row coefficients (PackedCoefficients). Row by row, a row of 10 classes was one
+// from its row's (PackedCoefficients). Row by row, a row of 10 classes was one
 // partial vector through stack buffers, about 21 ns (16384 x 10 fp32, 2 threads: 9x the copy's time). Every element
 // gets the row path's bits: the same operations (ScaledExp's general path, which the fast path equals) on the same
 // values, whichever lanes of a vector belong to which row. Measured against rows one by one (fp32 plain, 2^20
 // elements, 2 threads, AVX-512): C = 4 0.49-0.74x the time, 8 0.70-0.75x, 16 0.77-0.81x, 32 0.93-0.96x, 48
 // 0.87-0.89x, 63 0.61-0.83x, but 64 (four whole vectors per row) 1.20-1.23x: up to 63 classes.
 constexpr size_t kPackedMaxColumns = 63;
-// Elements per chunk: the coefficient copies and the weights repeated per row take 4 KiB each (fp32) on the stack.
+// Elements per chunk (at most; and kPackedMaxChunkRows rows): the weights repeated per row take 4 KiB (fp32) on the
+// stack.
 constexpr size_t kPackedChunk = 1024;
 constexpr size_t kPackedLanesMax = HWY_MAX_BYTES / sizeof(float);
 
-// The per-element coefficients of a chunk of rows: a and b of each element's row as floats, written one row after
-// another with whole vectors (a row's last vector runs into the next row, which overwrites it).
+// The coefficients of a chunk of rows: each row's a and b as floats, and which row each lane of a vector takes them
+// from. The rows' layout repeats every period of lcm(C, lanes) elements, and a chunk begins at a period's start (its
+// rows a multiple of lanes / gcd(C, lanes)): lane l of the period's vector v belongs to its row first[v] + index[v][l]
+// (rows counted from the period's first), so a vector's a is a permutation of the lanes of a load at its first lane's
+// row. Before, each row's a and b were stored as whole vectors at each of its elements, two unaligned stores per row
+// (7-8% of the perf samples at 16384 x 10 fp32 smoothed+weighted, one thread) that the run's loads then overlapped;
+// the two permutes per vector cost less: 16384 x 10 took 0.95-0.99x the time (one thread, fp32 and bf16, plain and
+// smoothed+weighted; ab_libs, medians of 9 rounds, which ranged widely on this machine).
 struct PackedCoefficients {
-    alignas(HWY_MAX_BYTES) float a[kPackedChunk + kPackedLanesMax];
-    alignas(HWY_MAX_BYTES) float b[kPackedChunk + kPackedLanesMax];
+    alignas(HWY_MAX_BYTES) float a[kPackedMaxChunkRows + kPackedLanesMax];
+    alignas(HWY_MAX_BYTES) float b[kPackedMaxChunkRows + kPackedLanesMax];
+    size_t period = 0;       // vectors per period: lcm(C, lanes) / lanes, at most C
+    size_t period_rows = 0;  // rows per period: lcm(C, lanes) / C
+    uint32_t first[kPackedMaxColumns];
+    alignas(HWY_MAX_BYTES) int32_t index[kPackedMaxColumns][kPackedLanesMax];
+
+    // The layout of the first `vectors` vectors of a period (at most the period: those a chunk reaches).
+    HWY_INLINE void LayOut(size_t c, size_t lanes, size_t vectors) {
+        const size_t lcm = c / std::gcd(c, lanes) * lanes;
+        period = lcm / lanes;
+        period_rows = lcm / c;
+        size_t row = 0, col = 0;  // of each element in turn
+        for (size_t v = 0; v < HWY_MIN(vectors, period); ++v) {
+            first[v] = static_cast<uint32_t>(row);
+            for (size_t lane = 0; lane < lanes; ++lane) {
+                index[v][lane] = static_cast<int32_t>(row - first[v]);
+                if (++col == c) col = 0, ++row;
+            }
+        }
+    }
 };
 
 // The same for the lanes of one vector of a chunk of rows, its elements e0 .. e0 + count (rows[0] the chunk's first
@@ -1680,10 +1708,11 @@ HWY_NOINLINE void StorePatchedPacked(DF df, VF x, VF value, hn::Mask<DF> cancell
     StorePatchedLanes<kType, kBias>(df, x, value, cancelled, count, row_of, w, out);
 }
 
-// One vector of a chunk (count lanes, fewer only at the chunk's end, through stack buffers as in RowPartial).
+// One vector of a chunk (count lanes, fewer only at the chunk's end, through stack buffers as in RowPartial): the
+// vector v of its period, whose first lane is in the chunk's row `row`.
 template <aclDataType kType, BiasKind kBias, bool kGuard>
 HWY_INLINE void PackedVector(DF df, const typename Storage<kType>::T *in, typename Storage<kType>::T *out, size_t e0,
-                             size_t count, const PackedCoefficients &coef, const float *w_run,
+                             size_t count, const PackedCoefficients &coef, size_t v, size_t row, const float *w_run,
                              const GradRowCoefficients *rows, size_t c) {
     using T = typename Storage<kType>::T;
     using DT = hn::Rebind<T, DF>;
@@ -1693,8 +1722,9 @@ HWY_INLINE void PackedVector(DF df, const typename Storage<kType>::T *in, typena
     const bool partial = count < lanes;
     if (partial) CopyInPartial(DT(), in + e0, in_buf, count);
     const VF x = Storage<kType>::Load(df, partial ? in_buf : in + e0);
-    const VF a = hn::Load(df, coef.a + e0);
-    const VF b = hn::Load(df, coef.b + e0);
+    const auto lane_rows = hn::IndicesFromVec(df, hn::Load(hn::RebindToSigned<DF>(), coef.index[v]));
+    const VF a = hn::TableLookupLanes(hn::LoadU(df, coef.a + row), lane_rows);
+    const VF b = hn::TableLookupLanes(hn::LoadU(df, coef.b + row), lane_rows);
     const float *w = w_run != nullptr ? w_run + e0 : nullptr;
     const VF value = RowValue<kType, kBias, kGuard, false>(df, x, x, a, b, w);
     T *dst = partial ? out_buf : out + e0;
@@ -1718,10 +1748,15 @@ HWY_NOINLINE void PackedRun(const typename Storage<kType>::T *in, typename Stora
     const DF df;
     const size_t lanes = hn::Lanes(df);
     size_t e = 0;
+    size_t v = 0, period_row = 0;  // the vector's place in its period, and the period's first row
     for (; e + lanes <= count; e += lanes) {
-        PackedVector<kType, kBias, kGuard>(df, in, out, e, lanes, coef, w_run, rows, c);
+        PackedVector<kType, kBias, kGuard>(df, in, out, e, lanes, coef, v, period_row + coef.first[v], w_run, rows, c);
+        if (++v == coef.period) v = 0, period_row += coef.period_rows;
     }
-    if (e < count) PackedVector<kType, kBias, kGuard>(df, in, out, e, count - e, coef, w_run, rows, c);
+    if (e < count) {
+        PackedVector<kType, kBias, kGuard>(df, in, out, e, count - e, coef, v, period_row + coef.first[v], w_run, rows,
+                                           c);
+    }
 }
 
 // Which of PackedRun's variants a row needs; rows of kind kRowZero have none (any variant leaves them to a memset).
@@ -1804,6 +1839,7 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
     // A row's variant as bits, with the double path's.
     constexpr unsigned kBiased = 1, kGuarded = 2, kDouble = 4;
     PackedCoefficients coef;
+    coef.LayOut(c, lanes, (HWY_MIN(chunk_rows, tile_rows) * c + lanes - 1) / lanes);
     TargetBatch<kType> batch;
     uint32_t zero_rows[TargetBatch<kType>::kCapacity];
     for (size_t r0 = 0; r0 < tile_rows; r0 += chunk_rows) {
@@ -1816,12 +1852,8 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
         batch.Clear();
         for (size_t r = 0; r < rows; ++r) {
             const GradRowCoefficients &row = chunk[r];
-            const VF a = hn::Set(df, static_cast<float>(row.a));
-            const VF b = hn::Set(df, static_cast<float>(row.b));
-            for (size_t k = 0; k < c; k += lanes) {
-                hn::StoreU(a, df, coef.a + r * c + k);
-                hn::StoreU(b, df, coef.b + r * c + k);
-            }
+            coef.a[r] = static_cast<float>(row.a);
+            coef.b[r] = static_cast<float>(row.b);
             if (row.kind == kRowZero) {
                 zero_rows[zeros++] = static_cast<uint32_t>(r);
                 continue;
@@ -1843,8 +1875,8 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
             continue;
         }
         if (computed) {
-            hn::StoreU(hn::Zero(df), df, coef.a + rows * c);  // the lanes past the chunk's end
-            hn::StoreU(hn::Zero(df), df, coef.b + rows * c);
+            hn::StoreU(hn::Zero(df), df, coef.a + rows);  // the rows past the chunk's end
+            hn::StoreU(hn::Zero(df), df, coef.b + rows);
             const PackedKind kind{(any & kBiased) != 0, (any & kGuarded) != 0};
             PackedRunOfKind<kType>(chunk_in, chunk_out, rows * c, coef, w_run, chunk, c, kind);
         }
