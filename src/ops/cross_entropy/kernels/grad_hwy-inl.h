@@ -1671,7 +1671,7 @@ constexpr size_t kPackedLanesMax = HWY_MAX_BYTES / sizeof(float);
 // rows a multiple of lanes / gcd(C, lanes)): lane l of the period's vector v belongs to its row first[v] + index[v][l]
 // (rows counted from the period's first), so a vector's a is a permutation of the lanes of a load at its first lane's
 // row. Before, each row's a and b were stored as whole vectors at each of its elements, two unaligned stores per row
-// (7-8% of the perf samples at 16384 x 10 fp32 smoothed+weighted, one thread) that the run's loads then overlapped;
+// (about 9% of the perf samples at 16384 x 10 fp32 smoothed+weighted, one thread) that the run's loads then overlapped;
 // the two permutes per vector cost less: 16384 x 10 took 0.95-0.99x the time (one thread, fp32 and bf16, plain and
 // smoothed+weighted; ab_libs, medians of 9 rounds, which ranged widely on this machine).
 struct PackedCoefficients {
