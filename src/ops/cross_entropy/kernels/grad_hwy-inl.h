@@ -1654,8 +1654,8 @@ private:
 
 // Rows of at most kPackedMaxColumns classes, stored back to back (row stride C in logProb and out), are computed as
 // one flat run of elements instead of row by row: each vector may span several rows, and takes every lane's a and b
-// from its row's (PackedCoefficients). Row by row, a row of 10 classes was one
-// partial vector through stack buffers, about 21 ns (16384 x 10 fp32, 2 threads: 9x the copy's time). Every element
+// from its row's (PackedCoefficients). Row by row, a row of 10 classes was one partial vector through stack buffers,
+// about 21 ns (16384 x 10 fp32, 2 threads: 9x the copy's time). Every element
 // gets the row path's bits: the same operations (ScaledExp's general path, or its fast path, which equals it, where
 // the vector's every t lies in the window of all the chunk's rows: PackedCoefficients::FindWindow) on the same values,
 // whichever lanes of a vector belong to which row. The fast path where it applies took 16384 x 10 to 0.94-0.99x the
@@ -1698,7 +1698,10 @@ struct PackedCoefficients {
             first[v] = static_cast<uint32_t>(row);
             for (size_t lane = 0; lane < lanes; ++lane) {
                 index[v][lane] = static_cast<int32_t>(row - first[v]);
-                if (++col == c) col = 0, ++row;
+                if (++col == c) {
+                    col = 0;
+                    ++row;
+                }
             }
         }
     }
@@ -1762,7 +1765,7 @@ HWY_INLINE void PackedVector(DF df, const typename Storage<kType>::T *in, typena
     const VF a = hn::TableLookupLanes(hn::LoadU(df, coef.a + row), lane_rows);
     const VF b = hn::TableLookupLanes(hn::LoadU(df, coef.b + row), lane_rows);
     const float *w = w_run != nullptr ? w_run + e0 : nullptr;
-    const VF t = ExpShifted(df, x);
+    const VF t = ExpShifted(df, x);  // (NaN, infinite or far outside: bits outside the window)
     const auto offset = hn::Sub(hn::BitCast(DU(), t), hn::Set(DU(), coef.window_base));
     const bool fast = hn::AllTrue(DU(), hn::Lt(offset, hn::Set(DU(), coef.window_width)));
     const VF value = fast ? RowValue<kType, kBias, kGuard, true>(df, x, t, a, b, w)
@@ -1791,7 +1794,10 @@ HWY_NOINLINE void PackedRun(const typename Storage<kType>::T *in, typename Stora
     size_t v = 0, period_row = 0;  // the vector's place in its period, and the period's first row
     for (; e + lanes <= count; e += lanes) {
         PackedVector<kType, kBias, kGuard>(df, in, out, e, lanes, coef, v, period_row + coef.first[v], w_run, rows, c);
-        if (++v == coef.period) v = 0, period_row += coef.period_rows;
+        if (++v == coef.period) {
+            v = 0;
+            period_row += coef.period_rows;
+        }
     }
     if (e < count) {
         PackedVector<kType, kBias, kGuard>(df, in, out, e, count - e, coef, v, period_row + coef.first[v], w_run, rows,
