@@ -628,17 +628,33 @@ struct FastWindow {
     int16_t input_limit = 0;
 };
 
+// The k for which the fast path is exact for a normal a whose magnitude has the bits a_bits: [-124 - e, 125 - e],
+// e = ilogb(a) (read from the exponent field, without a libm call).
+struct FastRange {
+    int exponent;  // e
+    int bottom;
+    int top;
+};
+HWY_INLINE FastRange FastRangeOf(uint32_t a_bits) {
+    const int e = static_cast<int>((a_bits >> 23) & 0xff) - 127;
+    return FastRange{e, -124 - e, 125 - e};
+}
+
+// The bits of t = ExpShifted(x) for a given k.
+HWY_INLINE uint32_t ShiftedBitsOf(int k) { return static_cast<uint32_t>(0x4b400000 + k); }
+
 template <aclDataType kType = ACL_FLOAT>
 HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite) {
     FastWindow window;
     if (!std::isnormal(a) || !std::isfinite(b) || !weights_finite) return window;
     uint32_t a_bits;
     std::memcpy(&a_bits, &a, sizeof(a_bits));
-    const int e = static_cast<int>((a_bits >> 23) & 0xff) - 127;  // ilogb(a) of a normal a, without a libm call
-    const int top = HWY_MIN(125 - e, 8);
-    const int bottom = HWY_MAX(-124 - e, top - ((1 << kFastWindowBits) - 1));
+    const FastRange range = FastRangeOf(a_bits);
+    const int e = range.exponent;
+    const int top = HWY_MIN(range.top, 8);
+    const int bottom = HWY_MAX(range.bottom, top - ((1 << kFastWindowBits) - 1));
     if (bottom > top) return window;
-    window.base = static_cast<uint32_t>(0x4b400000 + bottom);
+    window.base = ShiftedBitsOf(bottom);
     if (kType != ACL_FLOAT && e >= FastInputLimits::kLowest && e <= FastInputLimits::kHighest) {
         window.input_fast = true;
         window.input_limit = FastInputLimit(kType, e);
@@ -1707,8 +1723,8 @@ struct PackedCoefficients {
     }
 
     // The window of k in which the fast path is exact for every row of the chunk ([0, rows) of a and b; rows of kind
-    // kRowZero hold a = 1 and b = 0 there, their values being replaced anyway): RowFastWindow's [-124 - e, 125 - e]
-    // for each row's e = ilogb(a), intersected, from the least and the greatest |a|. None where an a is zero,
+    // kRowZero hold a = 1 and b = 0 there, their values being replaced anyway): each row's FastRangeOf,
+    // intersected, from the least and the greatest |a|. None where an a is zero,
     // subnormal, infinite or NaN, or a b or a weight not finite (found from the bits of |a| and |b|, integer min
     // and max over vectors).
     HWY_INLINE void FindWindow(size_t rows, bool weights_finite) {
@@ -1729,10 +1745,10 @@ struct PackedCoefficients {
         const uint32_t high_b = hn::GetLane(hn::MaxOfLanes(du, greatest_b));
         window_width = 0;
         if (!weights_finite || low < 0x00800000u || high >= 0x7f800000u || high_b >= 0x7f800000u) return;
-        const int bottom = -124 - (static_cast<int>(low >> 23) - 127);
-        const int top = 125 - (static_cast<int>(high >> 23) - 127);
+        const int bottom = FastRangeOf(low).bottom;
+        const int top = FastRangeOf(high).top;
         if (bottom > top) return;
-        window_base = static_cast<uint32_t>(0x4b400000 + bottom);
+        window_base = ShiftedBitsOf(bottom);
         window_width = static_cast<uint32_t>(top - bottom + 1);
     }
 };
