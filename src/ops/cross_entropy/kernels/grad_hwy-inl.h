@@ -21,8 +21,7 @@
 //            in rows without a bias term or with a small one (kRowOneStep), two-step in rows the cancellation guard
 //            checks (its bound)
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction.
-//            Rows with a bias term run fp16's degree 5 instead, for the cancellation guard (kRowDegree), with the
-//            one-step reduction where |k| <= 64 and the two-step one beyond (kOneStepNear).
+//            Rows with a bias term run fp16's degree 5 instead, two-step, for the cancellation guard (kRowDegree).
 //    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-9.6 (fp16, one-step;
 //    2^-11.3 two-step) of an output ulp at worst (fp16 rows with a small bias term: 2^-5.2 where they cancel, see
 //    kCancellationBound), a result can only be misrounded when the exact value lies that close to a rounding
@@ -248,10 +247,6 @@ HWY_INLINE VF ScaledPoly(DF df, VF r, const ExpFactors &f) {
 
 constexpr float kExpMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
 
-// How ScaledExp reduces x = k ln2 + r: in two steps, in one, or in one where |k| <= kNearReach (grad_hwy_shared.h)
-// and two elsewhere, lane by lane (kRowReduction chooses for a row).
-enum Reduction { kTwoSteps, kOneStep, kOneStepNear };
-
 // t = x / ln2 + 1.5 * 2^23, fused. For |x| < 2^21 its bits are those of 1.5 * 2^23 (0x4b400000) plus
 // k = round(x / ln2): the exp's scale is 2^k.
 HWY_INLINE VF ExpShifted(DF df, VF x) { return Fma(df, x, hn::Set(df, 1.44269504088896341f), hn::Set(df, kExpMagic)); }
@@ -263,46 +258,32 @@ HWY_INLINE VF ExpShifted(DF df, VF x) { return Fma(df, x, hn::Set(df, 1.44269504
 // (kFast true), for vectors whose every t_fast = ExpShifted(x) lies in the row's FastWindow: the result is known to
 // be a normal float, so 2^k is applied by adding k to the exponent field, which gives exactly the bits of the
 // general path; no clamp and no NaN check are needed.
-// Which path a vector takes therefore never changes a value. kReduction: the reduction's form, as kRowReduction
-// gives it for the row (every caller asks it there, so that all paths of a row reduce alike); with kOneStepNear, the
-// fast path is only taken where every |k| <= kNearReach (the row's window lies within: RowFastWindow, FindWindow).
-template <int kDegree, Reduction kReduction, bool kFast, class A>
+// Which path a vector takes therefore never changes a value. kOneStep: the reduction's form, as kRowOneStep gives
+// it for the row (every caller asks it there, so that all paths of a row reduce alike).
+template <int kDegree, bool kOneStep, bool kFast, class A>
 HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const DI di;
     const VF magic = hn::Set(df, kExpMagic);
     const VF xc = kFast ? x : hn::Min(hn::Max(x, hn::Set(df, -172.0f)), hn::Set(df, 176.0f));
     const VF t = kFast ? t_fast : ExpShifted(df, xc);
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
-    // r = x - k ln2 in one step with ln2 rounded to fp32, and in two.
-    const auto one_step = [&] { return Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc); };
-    const auto two_steps = [&] {
-        // ln2_hi has 16 significant bits, so k * ln2_hi is exact and so is the first difference (Sterbenz); the
-        // second step rounds once.
-        const VF r1 = Fma(df, kf, hn::Set(df, -0.693145751953125f), xc);
-        return Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r1);
-    };
     VF r;
-    if constexpr (kReduction == kOneStep || (kReduction == kOneStepNear && kFast)) {
+    if constexpr (kOneStep) {
         // r = x - k ln2 in one step with ln2 rounded to fp32 (off by 1.9e-9): the extra error in r is at most
         // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities). Only rows where no
-        // cancellation can magnify it past what the output allows (kRowReduction; for fp16 rows with a small bias
+        // cancellation can magnify it past what the output allows (kRowOneStep; for fp16 rows with a small bias
         // term, kCancellationBound says why). bf16, against the degree-4 polynomial's 2^-17.5:
         // together under 2^-17.35 relative, 0.39 of a bf16 ulp at worst. fp16, against degree 5's 2^-22.3: under
         // 2^-20.6 relative, 2^-9.6 of an fp16 ulp (bench/exp_error: 2^-21.2 measured for -86 <= x <= 88, against
         // 2^-22.3 two-step). One multiply-add fewer per vector, in kernels bound by their multiply-adds: fp16 rows
         // without a bias term took 0.88-0.91x the time, smoothed+weighted ones (kRowSmallBias) 0.92x (64 x 32000,
         // one thread, in cache; ab_libs, 5 rounds).
-        r = one_step();
-    } else if constexpr (kReduction == kOneStepNear) {
-        // Each lane by its own k (the fast path's lanes all have |k| <= kNearReach). The one-step error is then at
-        // most 64 * 1.9e-9 = 2^-23.0 in r; with degree 5, m's error is under 2^-21.67 relative (bench/exp_error:
-        // 2^-21.670 for -86 <= x <= 88, against 2^-22.290 two-step), which kCancellationBound takes. One multiply-add
-        // fewer per vector of 8 (with the bias term's) in bf16 rows with a bias term, which are bound by them: 64 x
-        // 32000 smoothed+weighted, one thread, in cache, took 0.95x the time (0.83-0.97; ab_libs, 5 rounds), 4096 x
-        // 32000 with 2 threads 0.98x (0.94-1.17; 11 rounds: there the op's memory stalls weigh as much).
-        r = hn::IfThenElse(hn::Le(hn::Abs(kf), hn::Set(df, static_cast<float>(kNearReach))), one_step(), two_steps());
+        r = Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
     } else {
-        r = two_steps();
+        // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
+        // difference (Sterbenz); the second step rounds once.
+        r = Fma(df, kf, hn::Set(df, -0.693145751953125f), xc);
+        r = Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     }
     const auto &f = AsExpFactors<kDegree>(df, a);
     VF m;
@@ -418,26 +399,18 @@ HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
 // a mispredicted branch and a second pass, more than the two multiply-adds per vector that degree 5 adds.
 template <aclDataType kType, BiasKind kBias>
 constexpr int kRowDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
-// How a row's exp reduces x (ScaledExp): in one step in the 16-bit rows without a bias term, and in fp16 rows whose
-// bias term is small enough to skip the cancellation guard (kGuard false; kRowSmallBias). The other fp16 rows with
-// the guard reduce in two steps, whose smaller error the guard's bound takes (kCancellationBound), and bf16 rows with
-// a bias term (all guarded) in one step where |k| <= kNearReach, two elsewhere: the error of the one step grows with
-// |k|, and nearly every log-probability has |k| <= 64. fp32 rows reduce in two steps.
+// Whether a row's exp reduces x in one step (ScaledExp): the 16-bit rows without a bias term, and fp16 rows whose
+// bias term is small enough to skip the cancellation guard (kGuard false; kRowSmallBias). Rows with the guard keep
+// the two-step reduction, whose smaller error the guard's bound takes (kCancellationBound).
 template <aclDataType kType, BiasKind kBias, bool kGuard>
-constexpr Reduction kRowReduction = kType == ACL_FLOAT                                      ? kTwoSteps
-                                    : kBias == kNoBias || (kType == ACL_FLOAT16 && !kGuard) ? kOneStep
-                                    : kType == ACL_BF16                                     ? kOneStepNear
-                                                                                            : kTwoSteps;
-// Whether a row's fast window must lie within [-kNearReach, kNearReach] (kOneStepNear).
-template <aclDataType kType, BiasKind kBias>
-constexpr bool kRowNearWindow = kRowReduction<kType, kBias, true> == kOneStepNear;
+constexpr bool kRowOneStep = kRowDegree<kType, kBias> <= 4 || (kType == ACL_FLOAT16 && (kBias == kNoBias || !kGuard));
 
 // exp(x) a, minus the bias term, with the exp of degree kDegree.
 // a: the row's a, or its ExpFactors.
 template <aclDataType kType, BiasKind kBias, bool kGuard, bool kFast, int kDegree = kRowDegree<kType, kBias>,
           class A = VF>
 HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
-    const VF m = ScaledExp<kDegree, kRowReduction<kType, kBias, kGuard>, kFast>(df, x, t, a);
+    const VF m = ScaledExp<kDegree, kRowOneStep<kType, kBias, kGuard>, kFast>(df, x, t, a);
     if constexpr (kBias == kNoBias) {
         (void)b;
         (void)w;
@@ -450,21 +423,20 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
 // Cancellation guard for the 16-bit outputs. Where m = exp(x) a and b w_j nearly cancel, the fp32 value's
 // absolute error (a fixed fraction of |m|, and |m| is about |b w_j| there) is no longer small against the result's
 // ulp. Lanes with |out| < |b w_j| * kCancellationBound are therefore recomputed in double (StoreExactElement).
-// Above the bound, a value's error is under 0.7 ulp of the output (below), so no output is further than one ulp from
+// Above the bound, a value's error is under 0.66 ulp of the output (below), so no output is further than one ulp from
 // the correctly rounded value. The guard is a function of each lane's own values, so every target flags the same
 // lanes and no lane's value depends on its neighbours (determinism holds). fp32 outputs keep the fp32 value: their
-// error bound is stated relative to the terms (a few ulps of max(|exp(x) a|, |b w_j|)). The error of a value is at
-// most e |m| + 2^-24 |m| (a rounded to fp32) + 2^-24 |b w_j| (b rounded; w_j is exact) + 2^-24 |out| (the result's
-// rounding), e being m's error with the fp32 a (bench/exp_error.cpp, every fp16 and bf16 input and a dense sample of
-// a); above the bound, |b w_j| <= |out| / bound and |m| <= |out| (1 + 1 / bound). Both 16-bit types' bias rows run
-// degree 5 (kRowDegree):
-//   bf16, one step where |k| <= 64 (kOneStepNear), e <= 2^-21.67, bound 2^-12: error <= (2^-21.67 + 2^-24) (1 + 2^12)
-//     |out| + 2^-12 |out| + 2^-24 |out| <= 2^-9.18 |out|, ulp >= 2^-8 |out|: 0.44 ulp. (The bound was 2^-13 with
-//     two steps, e <= 2^-22.29: 0.66 ulp; with one step where |k| <= 64 it would be 0.88.)
-//   fp16, two steps, e <= 2^-22.29, bound 2^-10: error <= (2^-22.29 + 2^-24) (1 + 2^10) |out| + 2^-14 |out| + 2^-24
-//     |out| <= 2^-11.60 |out|, ulp >= 2^-11 |out|: 0.66 ulp.
+// error bound is stated relative to the terms (a few ulps of max(|exp(x) a|, |b w_j|)). A value's error is at most
+// e |m| + 2^-24 |m| (a rounded to fp32) + 2^-24 |b w_j| (b rounded; w_j is exact) + 2^-24 |out| (the result's
+// rounding), e being m's error with the fp32 a: 2^-22.29 for degree 5 with the two-step reduction, measured over
+// every fp16 and bf16 input and a dense sample of a (bound 2^-22.3; bench/exp_error.cpp). Above the bound,
+// |b w_j| <= |out| / bound and |m| <= |out| (1 + 1 / bound). Both 16-bit types' bias rows run degree 5 (kRowDegree):
+//   bf16: error <= (2^-22.29 + 2^-24) (1 + 2^13) |out| + 2^-11 |out| + 2^-24 |out| <= 2^-8.60 |out|, ulp >= 2^-8
+//         |out|: 0.66 ulp.
+//   fp16: error <= (2^-22.29 + 2^-24) (1 + 2^10) |out| + 2^-14 |out| + 2^-24 |out| <= 2^-11.60 |out|, ulp >= 2^-11
+//         |out|: 0.66 ulp.
 // fp16 rows flagged kRowSmallBias (|b| max_j |w_j| <= 2^-10, grad_kernel.h) skip the guard (RowSegmentBiased) and
-// reduce x in one step (kRowReduction): m's error is at most 2^-20.6 relative (ScaledExp), 2^-20.47 with the rounding
+// reduce x in one step (kRowOneStep): m's error is at most 2^-20.6 relative (ScaledExp), 2^-20.47 with the rounding
 // of a to fp32, and |b w_j| <= 2^-10 bounds what a cancellation can do. Where |out| >= 2^-14 (a normal fp16),
 // |m| <= |out| + 2^-10 <= 17 |out|, so the error, with b's rounding (2^-24 |b w_j|) and the result's (2^-24 |out|),
 // is under 2^-20.47 * 17 |out| + 2^-24 * 17 |out| < 2^-16.2 |out|, 2^-5.2 of an ulp. Below, |m| <= 2^-14 + 2^-10
@@ -475,7 +447,7 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
 // have |b| about gradLoss * smoothing / (C N), so nearly every fp16 training row qualifies; the guard's tests were a
 // quarter of their time (4096 x 32000, smoothed+weighted).
 template <aclDataType kType>
-constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-12f : 0x1p-10f;
+constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-13f : 0x1p-10f;
 
 // |b| * bound: the guard's bound for a constant bias term, and its factor for b * w_j.
 template <aclDataType kType>
@@ -675,25 +647,21 @@ HWY_INLINE FastRange FastRangeOf(uint32_t a_bits) {
 // The bits of t = ExpShifted(x) for a given k.
 HWY_INLINE uint32_t ShiftedBitsOf(int k) { return static_cast<uint32_t>(0x4b400000 + k); }
 
-// near: the window must lie within [-kNearReach, kNearReach] (kRowNearWindow): it is [-64, 63] there, and none where
-// the row's range does not hold it (|a| below 2^-60 or from 2^63 on).
 template <aclDataType kType = ACL_FLOAT>
-HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite, bool near = false) {
+HWY_INLINE FastWindow RowFastWindow(float a, float b, bool weights_finite) {
     FastWindow window;
     if (!std::isnormal(a) || !std::isfinite(b) || !weights_finite) return window;
     uint32_t a_bits;
     std::memcpy(&a_bits, &a, sizeof(a_bits));
     const FastRange range = FastRangeOf(a_bits);
     const int e = range.exponent;
-    constexpr int kWidth = 1 << kFastWindowBits;
-    const int top = near ? kWidth - 1 - kNearReach : HWY_MIN(range.top, 8);
-    const int bottom = near ? -kNearReach : HWY_MAX(range.bottom, top - (kWidth - 1));
-    if (bottom > top || bottom < range.bottom || bottom + (kWidth - 1) > range.top) return window;
+    const int top = HWY_MIN(range.top, 8);
+    const int bottom = HWY_MAX(range.bottom, top - ((1 << kFastWindowBits) - 1));
+    if (bottom > top) return window;
     window.base = ShiftedBitsOf(bottom);
     if (kType != ACL_FLOAT && e >= FastInputLimits::kLowest && e <= FastInputLimits::kHighest) {
         window.input_fast = true;
         window.input_limit = FastInputLimit(kType, e);
-        if (near) window.input_limit = HWY_MIN(window.input_limit, kBf16NearInputLimit);
     }
     return window;
 }
@@ -804,9 +772,9 @@ HWY_INLINE void SplitBf16Pairs(DF df, const uint16_t *p, VF &even, VF &odd) {
 template <BiasKind kBias, bool kFast, class A>
 HWY_INLINE void PairExp(DF df, VF xe, VF xo, VF te, VF to, const A &a, VF &ve, VF &vo) {
     constexpr int kDegree = kRowDegree<ACL_BF16, kBias>;
-    constexpr Reduction kForm = kRowReduction<ACL_BF16, kBias, true>;  // (bf16 rows with a bias term are guarded)
-    ve = ScaledExp<kDegree, kForm, kFast>(df, xe, kFast ? te : xe, a);
-    vo = ScaledExp<kDegree, kForm, kFast>(df, xo, kFast ? to : xo, a);
+    constexpr bool kOneStep = kRowOneStep<ACL_BF16, kBias, true>;  // (bf16 rows with a bias term are guarded)
+    ve = ScaledExp<kDegree, kOneStep, kFast>(df, xe, kFast ? te : xe, a);
+    vo = ScaledExp<kDegree, kOneStep, kFast>(df, xo, kFast ? to : xo, a);
 }
 
 // Subtracts the bias term from both halves of a pair (we, wo: the weights of its even and odd elements, for rows
@@ -1055,7 +1023,7 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
 // (4096 x 32000 bf16 smoothed+weighted: 0.92x the time).
 //
 // screen_weight: where nonzero, the greatest |w_j| of the segment, with which the pair loop screens its blocks for
-// the cancellation guard: |v| < (|b| 2^-12) screen_weight for no lane implies |v| < (|b| 2^-12) |w_j| for none (the
+// the cancellation guard: |v| < (|b| 2^-13) screen_weight for no lane implies |v| < (|b| 2^-13) |w_j| for none (the
 // guard's test, CancelledW, rounds the same product of a smaller |w_j| no higher), so a block that passes the screen
 // is one the guard passes, and one that fails it is redone by the exact guard (RowPairs): the bits do not change.
 // The screen costs an absolute value and a comparison per vector against the guard's four operations
@@ -1085,7 +1053,7 @@ HWY_INLINE void PairWeightsAt(const PairWeights &pairs, size_t j, const float *&
 
 // QuadFast for bf16 in the layout of RowLoopBf16Pairs: two pairs (4 * lanes elements). w: the block's weights
 // (kWeightBias only), or where we is not null, we and wo: the weights of its even- and odd-indexed elements, each
-// contiguous (PairWeights). screened: the guard is screened with `screen`, (|b| 2^-12) screen_weight (PairWeights).
+// contiguous (PairWeights). screened: the guard is screened with `screen`, (|b| 2^-13) screen_weight (PairWeights).
 template <BiasKind kBias, bool kNative, bool kStream>
 HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, const ExpFactors &a, VF b, const float *w,
                                   const float *we, const float *wo, bool screened, VF screen, int16_t limit) {
@@ -1237,8 +1205,8 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
     const size_t lanes = hn::Lanes(df);
     const VF a = hn::Set(df, static_cast<float>(row.a));
     const VF b = hn::Set(df, static_cast<float>(row.b));
-    const FastWindow window = RowFastWindow<kType>(static_cast<float>(row.a), static_cast<float>(row.b), weights_finite,
-                                                   kRowNearWindow<kType, kBias>);
+    const FastWindow window =
+        RowFastWindow<kType>(static_cast<float>(row.a), static_cast<float>(row.b), weights_finite);
     size_t j = 0;
     if (stream) {
         // The elements before the first aligned store (StreamPeel), by at most two partial vectors.
@@ -1338,7 +1306,7 @@ HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out,
             const VF shared_bias = kSharedBias ? hn::Mul(hn::Neg(b[0]), wv) : wv;
             for (size_t q = 0; q < kRows; ++q) {
                 const VF m =
-                    ScaledExp<kDegree, kRowReduction<ACL_FLOAT, kWeightBias, true>, true>(df, x[q][v], t[q][v], a[q]);
+                    ScaledExp<kDegree, kRowOneStep<ACL_FLOAT, kWeightBias, true>, true>(df, x[q][v], t[q][v], a[q]);
                 store(kSharedBias ? hn::Add(shared_bias, m) : SubBiasW<ACL_FLOAT, kWeightBias>(df, m, b[q], wv),
                       out[q] + j + v * lanes);
             }
@@ -1510,8 +1478,8 @@ HWY_INLINE float ScreenWeight(const WeightTraits &weights) {
 // Whether the native bf16 conversion (StoreBf16PairsNative, which flushes subnormals) may round the pair loop's
 // fast-path values of a row whose bias term is b w_j, for |b| = b_abs and the nonzero |w_j| within [w_min_nonzero,
 // w_max]. Those values are v = exp(x) a - b w_j with |exp(x) a| >= 2^-125 (a normal number: FastWindow) that the
-// cancellation guard of the row's degree 5 lets through, so |v| >= (|b| 2^-12) |w_j|, rounded once (|b| 2^-12 is
-// exact for |b| >= 2^-114). Hence v is normal where |b w_j| >= 2^-111 (2^-123 and the rounding: well above 2^-126),
+// cancellation guard of the row's degree 5 lets through, so |v| >= (|b| 2^-13) |w_j|, rounded once (|b| 2^-13 is
+// exact for |b| >= 2^-113). Hence v is normal where |b w_j| >= 2^-111 (2^-124 and the rounding: well above 2^-126),
 // and also where |b w_j| < 2^-126 (|v| > 2^-125 - 2^-126); w_j = 0 gives v = exp(x) a. A row without weights has
 // w_j = 1. (Test LanesPastTheGuardNearSubnormal fails with the bound of degree 4's guard, 2^-116, here.)
 HWY_INLINE bool NativeBf16Safe(double b_abs, double w_min_nonzero, double w_max) {
@@ -1760,10 +1728,10 @@ struct PackedCoefficients {
 
     // The window of k in which the fast path is exact for every row of the chunk ([0, rows) of a and b; rows of kind
     // kRowZero hold a = 1 and b = 0 there, their values being replaced anyway): each row's FastRangeOf,
-    // intersected, from the least and the greatest |a|, and with [-kNearReach, kNearReach] where `near`
-    // (kRowNearWindow). None where an a is zero, subnormal, infinite or NaN, or a b or a weight not finite (found
-    // from the bits of |a| and |b|, integer min and max over vectors).
-    HWY_INLINE void FindWindow(size_t rows, bool weights_finite, bool near) {
+    // intersected, from the least and the greatest |a|. None where an a is zero,
+    // subnormal, infinite or NaN, or a b or a weight not finite (found from the bits of |a| and |b|, integer min
+    // and max over vectors).
+    HWY_INLINE void FindWindow(size_t rows, bool weights_finite) {
         const DU du;
         const size_t lanes = hn::Lanes(du);
         const auto magnitude = hn::Set(du, 0x7fffffffu);
@@ -1781,8 +1749,8 @@ struct PackedCoefficients {
         const uint32_t high_b = hn::GetLane(hn::MaxOfLanes(du, greatest_b));
         window_width = 0;
         if (!weights_finite || low < 0x00800000u || high >= 0x7f800000u || high_b >= 0x7f800000u) return;
-        const int bottom = HWY_MAX(FastRangeOf(low).bottom, near ? -kNearReach : INT32_MIN);
-        const int top = HWY_MIN(FastRangeOf(high).top, near ? kNearReach : INT32_MAX);
+        const int bottom = FastRangeOf(low).bottom;
+        const int top = FastRangeOf(high).top;
         if (bottom > top) return;
         window_base = ShiftedBitsOf(bottom);
         window_width = static_cast<uint32_t>(top - bottom + 1);
@@ -1975,10 +1943,10 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
             continue;
         }
         if (computed) {
-            const PackedKind kind{(any & kBiased) != 0, (any & kGuarded) != 0};
-            coef.FindWindow(rows, weights.finite, kind.biased && kRowNearWindow<kType, kWeightBias>);
+            coef.FindWindow(rows, weights.finite);
             hn::StoreU(hn::Zero(df), df, coef.a + rows);  // the rows past the chunk's end
             hn::StoreU(hn::Zero(df), df, coef.b + rows);
+            const PackedKind kind{(any & kBiased) != 0, (any & kGuarded) != 0};
             PackedRunOfKind<kType>(chunk_in, chunk_out, rows * c, coef, w_run, chunk, c, kind);
         }
         for (size_t z = 0; z < zeros; ++z) ZeroSegment(chunk_out + zero_rows[z] * c, c);

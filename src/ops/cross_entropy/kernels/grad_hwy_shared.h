@@ -87,14 +87,6 @@ constexpr FastInputLimits MakeFastInputLimits() {
 
 inline constexpr FastInputLimits kFastInputLimits = detail::MakeFastInputLimits();
 
-// The k up to whose magnitude the exps of bf16 rows with a bias term reduce x in one step (kOneStepNear,
-// grad_hwy-inl.h: x from about -44.7 to 44.7, which holds nearly every log-probability); their fast windows lie within
-// [-kNearReach, kNearReach].
-constexpr int kNearReach = 64;
-
-// FastInputLimit's bound for those rows: every x in [-X, -0] gets k >= -kNearReach.
-inline constexpr int16_t kBf16NearInputLimit = detail::GreatestInWindow(-kNearReach, 0x7f80, 7, 127);
-
 // exponent in [FastInputLimits::kLowest, kHighest]; dtype ACL_BF16 or ACL_FLOAT16.
 inline int16_t FastInputLimit(aclDataType dtype, int exponent) {
     const int index = exponent - FastInputLimits::kLowest;
