@@ -1786,7 +1786,7 @@ HWY_INLINE void PackedVector(DF df, const typename Storage<kType>::T *in, typena
     const VF b = hn::TableLookupLanes(hn::LoadU(df, coef.b + row), lane_rows);
     const float *w = w_run != nullptr ? w_run + e0 : nullptr;
     const VF t = ExpShifted(df, x);  // (NaN, infinite or far outside: bits outside the window)
-    const auto offset = hn::Sub(hn::BitCast(DU(), t), hn::Set(DU(), coef.window_base));
+    const auto offset = WindowOffset(t, hn::Set(DU(), coef.window_base));
     const bool fast = hn::AllTrue(DU(), hn::Lt(offset, hn::Set(DU(), coef.window_width)));
     const VF value = fast ? RowValue<kType, kBias, kGuard, true>(df, x, t, a, b, w)
                           : RowValue<kType, kBias, kGuard, false>(df, x, x, a, b, w);
