@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "acl/acl.h"
 
@@ -20,6 +22,26 @@ inline void Check(int status, const char *what) {
         std::fprintf(stderr, "%s failed: %d %s\n", what, status, msg ? msg : "");
         std::abort();
     }
+}
+
+// The CPU as /proc/cpuinfo names it, with its family and model numbers ("AMD EPYC, family 26 model 2"), for the
+// benchmarks' context: the machines these benchmarks run on are virtual, and the host behind them has not always been
+// the same processor (AMD family 25 model 17 is Zen 4, family 26 Zen 5); figures from different ones do not compare.
+inline std::string CpuDescription() {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line, name, family, model;
+    const auto value = [&line] {
+        const size_t colon = line.find(':');
+        const size_t start = colon == std::string::npos ? colon : line.find_first_not_of(" \t", colon + 1);
+        return start == std::string::npos ? std::string() : line.substr(start);
+    };
+    while (std::getline(cpuinfo, line) && !line.empty()) {
+        if (line.rfind("model name", 0) == 0) name = value();
+        if (line.rfind("cpu family", 0) == 0) family = value();
+        if (line.rfind("model\t", 0) == 0) model = value();
+    }
+    if (name.empty()) return "unknown";
+    return family.empty() ? name : name + ", family " + family + " model " + model;
 }
 
 // Device memory as a program for the NPU gets it (HUGE_FIRST: transparent huge pages on this runtime).

@@ -12,9 +12,12 @@ Ours: phase 1 + phase 2 + aclrtSynchronizeStream on the same torch-owned memory 
 aclTensor descriptors made once per row (as the torch tensors are), the calls through ctypes (a few microseconds
 each: a 1 x 10 call takes about 5 us here).
 The N x C tensors of both sides lie on transparent huge pages (bench/hugepages.py), as in the C++ benchmarks.
-Each row runs one warm-up of each side, then --reps rounds (more for short calls, see Rounds) of ours and PyTorch's
-in turn: the times are medians, and the speed-up is the median over the rounds of PyTorch's time / ours in the same
-round.
+Each row runs one warm-up of each side, then --reps rounds (more for short calls, see Rounds) of ours, PyTorch's and
+a copy of the same bytes (out.copy_(logProb), PyTorch's own copy, 2 threads) in turn: the times are medians, and each
+ratio is the median over the rounds of the ratio of two times in the same round. Columns: our time, PyTorch's, the
+speed-up (PyTorch / ours), the copy's time, x copy (ours / copy) and PyTorch / copy, which is the speed-up a kernel
+running exactly at the copy's speed would show: the most a backward that reads and writes every element once can
+reach against PyTorch on this machine.
 
 usage: /usr/bin/python3 bench/compare_pytorch.py [--build build] [--filter 4096x32000] [--reps 5]
 """
@@ -30,7 +33,7 @@ os.environ.setdefault("OPENACLNN_NUM_THREADS", "2")
 import torch  # noqa: E402
 
 import hugepages  # noqa: E402
-from paired_rounds import paired_rounds  # noqa: E402
+from paired_rounds import interleaved_rounds, round_ratios  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -119,14 +122,20 @@ def Rounds(ours, theirs, reps):
     return max(reps, min(200, int(0.2 / pair)))
 
 
-def median_time(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def cpu_description():
+    """The CPU as /proc/cpuinfo names it, with its family and model (as grad_bench's context: bench_common.h)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return "unknown"
+    name = fields.get("model name", "unknown")
+    return f"{name}, family {fields['cpu family']} model {fields.get('model', '?')}" if "cpu family" in fields else name
 
 
 def main():
@@ -136,7 +145,9 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     op = Op(args.build)
-    print(f"{'shape':>14} {'dtype':>5} {'variant':>18} {'ours ms':>9} {'torch ms':>9} {'speed-up':>8}")
+    print(f"# cpu: {cpu_description()}")
+    print(f"{'shape':>14} {'dtype':>5} {'variant':>18} {'ours ms':>9} {'torch ms':>9} {'speed-up':>8} "
+          f"{'copy ms':>9} {'x copy':>7} {'torch/copy':>10}")
     for n, c in SHAPES:
         for dname, acl_dtype, tdtype in DTYPES:
             if not re.search(args.filter, f"{n}x{c}/{dname}"):
@@ -173,17 +184,26 @@ def main():
                         tmp.mul_(zcoef)
                         out.add_(tmp)
 
+                def copy():
+                    out.copy_(logp)
+
+                torch_ms, speedup, ceiling = f"{'n/a':>9}", f"{'n/a':>8}", f"{'n/a':>10}"
                 try:
-                    times_ours, times_torch, ratios = paired_rounds(ours, composed, Rounds(ours, composed, args.reps))
-                    t_ours = statistics.median(times_ours)
-                    torch_ms = f"{statistics.median(times_torch) * 1e3:9.3g}"
-                    speedup = f"{statistics.median(ratios):7.2f}x"
+                    composed()
+                    fns = [ours, composed, copy]
                 except RuntimeError as exc:  # e.g. an op without a CPU kernel for this dtype
-                    t_ours = median_time(ours, args.reps)
-                    torch_ms, speedup = f"{'n/a':>9}", f"{'n/a':>8}"
+                    fns = [ours, copy]
                     print(f"  (PyTorch: {str(exc).splitlines()[0]})", file=sys.stderr)
+                times = interleaved_rounds(fns, Rounds(ours, fns[1], args.reps))
+                times_ours, times_copy = times[0], times[-1]
+                if len(fns) == 3:
+                    torch_ms = f"{statistics.median(times[1]) * 1e3:9.3g}"
+                    speedup = f"{statistics.median(round_ratios(times[1], times_ours)):7.2f}x"
+                    ceiling = f"{statistics.median(round_ratios(times[1], times_copy)):9.2f}x"
+                x_copy = statistics.median(round_ratios(times_ours, times_copy))
                 release()
-                print(f"{n:>6}x{c:<7} {dname:>5} {variant:>18} {t_ours * 1e3:9.3g} {torch_ms} {speedup}", flush=True)
+                print(f"{n:>6}x{c:<7} {dname:>5} {variant:>18} {statistics.median(times_ours) * 1e3:9.3g} {torch_ms} "
+                      f"{speedup} {statistics.median(times_copy) * 1e3:9.3g} {x_copy:7.2f} {ceiling}", flush=True)
             del logp, out, buf, tmp
 
 

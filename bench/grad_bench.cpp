@@ -273,6 +273,7 @@ int main(int argc, char **argv) {
     Check(aclrtCreateStream(&g_stream), "aclrtCreateStream");
     RegisterAll();
     benchmark::Initialize(&argc, argv);
+    benchmark::AddCustomContext("cpu", openaclnn_bench::CpuDescription());
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     g_buffers.reset();
