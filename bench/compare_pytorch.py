@@ -16,8 +16,9 @@ Each row runs one warm-up of each side, then --reps rounds (more for short calls
 a copy of the same bytes (out.copy_(logProb), PyTorch's own copy, 2 threads) in turn: the times are medians, and each
 ratio is the median over the rounds of the ratio of two times in the same round. Columns: our time, PyTorch's, the
 speed-up (PyTorch / ours), the copy's time, x copy (ours / copy) and PyTorch / copy, which is the speed-up a kernel
-running exactly at the copy's speed would show: the most a backward that reads and writes every element once can
-reach against PyTorch on this machine.
+running exactly at the copy's speed would show. copy_ writes through the caches; a kernel that streams its output
+(ours, for large outputs) can run somewhat faster than it, so that figure is a guide to what is reachable against
+PyTorch on the machine, not a hard limit.
 
 usage: /usr/bin/python3 bench/compare_pytorch.py [--build build] [--filter 4096x32000] [--reps 5]
 """
