@@ -429,6 +429,50 @@ TEST_P(GradKernelTest, StreamingGivesRegularBits) {
     }
 }
 
+// bf16 rows with weights that lie within the screen's range (PairWeights::screen_weight; [0.5, 1.5], as the
+// benchmark's) take the screened block loop, which streams where the output is large (4096 x 32000 smoothed+weighted).
+// Streamed (threshold 0) against regular stores, bit for bit, and against the reference: output offsets that put the
+// first 64-byte boundary at many element positions (the peel), rows whose starts share their alignment or do not, in
+// place, with row 2's inputs set at its cancellation point in every 29th column (blocks the screen and the guard send
+// to the exact path) and a few inputs off the fast path. (MakeProblem's weights, 0.25 to 2.25, are never screened.)
+TEST_P(GradKernelTest, StreamingScreenedBf16Weights) {
+    const GradKernelInfo &kernel = *GetParam();
+    StreamingThresholdsRestore restore;
+    uint32_t seed = 3300;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    int64_t cancelling = 0;
+    for (int64_t c : {1031, 1024}) {
+        for (int64_t offset = 0; offset < 32; offset += 3) {
+            Problem p = MakeProblem(ACL_BF16, 6, c, kSmoothedWeighted, ++seed, 0, offset);
+            for (auto &w : p.weight) w = static_cast<float>(0.5 + unit(rng));
+            uint8_t *in = p.in.data() + p.in_offset * 2;
+            const GradRowCoefficients &row = p.rows[2];
+            for (int64_t j = 3; j < c && row.b != 0.0; j += 29) {
+                const double x = std::log(row.b * p.weight[j] / row.a);
+                if (std::isfinite(x) && x <= 0.0) {
+                    StoreFromDouble(ACL_BF16, in, 2 * p.in_stride + j, x);
+                    ++cancelling;
+                }
+            }
+            const double extremes[] = {-200.0, -100.0, -INFINITY, NAN};
+            for (int64_t k = 0; k < 4; ++k)
+                StoreFromDouble(ACL_BF16, in, (k + 3) * p.in_stride + (k * 331) % c, extremes[k]);
+            const std::string what = std::string(kernel.name) + " C=" + std::to_string(c) +
+                                     " offset=" + std::to_string(offset) + (offset % 2 ? " in place" : "");
+            const std::vector<uint8_t> ref = ReferenceOutput(p);
+            const std::vector<uint8_t> input = p.in;
+            p.in_place = offset % 2 == 1;
+            const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
+            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
+            ASSERT_EQ(regular.size(), streamed.size());
+            EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
+            ExpectCorrectlyRounded(ExpectMatches(p, streamed.data(), c, ref, what), ACL_BF16, what);
+        }
+    }
+    EXPECT_GT(cancelling, 100);
+}
+
 // fp32 rows with weights stream in groups of rows aligned alike: consecutive rows where a row is a whole number of
 // 64-byte lines (C = 1024), else rows 2, 4, 8 or 16 apart (C = 1032, 1028, 1026, 1031), taken from blocks of four
 // times that many rows; MakeProblem's ignored rows (every seventh) leave some of those groups with fewer rows, done in
