@@ -382,6 +382,20 @@ std::vector<uint8_t> RunWithStreaming(const GradKernelInfo &kernel, Problem &p, 
     return rows;
 }
 
+// p run from its current input with regular stores and with streaming stores (threshold 0), in place where asked:
+// both outputs bit for bit equal, and the streamed one checked against the reference (its statistics in *stats).
+void ExpectStreamingGivesRegularBits(const GradKernelInfo &kernel, Problem &p, bool in_place, const std::string &what,
+                                     Stats *stats) {
+    const std::vector<uint8_t> ref = ReferenceOutput(p);
+    const std::vector<uint8_t> input = p.in;
+    p.in_place = in_place;
+    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
+    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
+    ASSERT_EQ(regular.size(), streamed.size());
+    EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
+    *stats = ExpectMatches(p, streamed.data(), p.c, ref, what);
+}
+
 // Streaming stores give the bits of regular stores. Threshold 0 (every call streams) against no streaming, on the
 // same problem: every variant; output offsets that put the first 64-byte boundary at each element position (the
 // peel before the aligned stores: up to a vector of fp32, a pair of vectors of fp16/bf16); rows whose starts share
@@ -415,14 +429,9 @@ TEST_P(GradKernelTest, StreamingGivesRegularBits) {
                     const std::string what = std::string(kernel.name) + " " + DtypeName(dtype) + " C=" +
                                              std::to_string(c) + " variant=" + std::to_string(v) + " offset=" +
                                              std::to_string(offset) + (in_place ? " in place" : "");
-                    const std::vector<uint8_t> ref = ReferenceOutput(p);
-                    const std::vector<uint8_t> input = p.in;
-                    p.in_place = in_place;
-                    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
-                    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
-                    ASSERT_EQ(regular.size(), streamed.size());
-                    EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
-                    ExpectMatches(p, streamed.data(), c, ref, what);
+                    Stats stats;
+                    ExpectStreamingGivesRegularBits(kernel, p, in_place, what, &stats);
+                    if (HasFatalFailure()) return;
                 }
             }
         }
@@ -446,7 +455,7 @@ TEST_P(GradKernelTest, StreamingScreenedBf16Weights) {
         for (int64_t offset = 0; offset < 32; offset += 3) {
             Problem p = MakeProblem(ACL_BF16, 6, c, kSmoothedWeighted, ++seed, 0, offset);
             for (auto &w : p.weight) w = static_cast<float>(0.5 + unit(rng));
-            uint8_t *in = p.in.data() + p.in_offset * 2;
+            uint8_t *in = p.in.data() + p.in_offset * ElementSize(ACL_BF16);
             const GradRowCoefficients &row = p.rows[2];
             for (int64_t j = 3; j < c && row.b != 0.0; j += 29) {
                 const double x = std::log(row.b * p.weight[j] / row.a);
@@ -462,14 +471,10 @@ TEST_P(GradKernelTest, StreamingScreenedBf16Weights) {
             }
             const std::string what = std::string(kernel.name) + " C=" + std::to_string(c) +
                                      " offset=" + std::to_string(offset) + (offset % 2 ? " in place" : "");
-            const std::vector<uint8_t> ref = ReferenceOutput(p);
-            const std::vector<uint8_t> input = p.in;
-            p.in_place = offset % 2 == 1;
-            const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
-            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
-            ASSERT_EQ(regular.size(), streamed.size());
-            EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
-            ExpectCorrectlyRounded(ExpectMatches(p, streamed.data(), c, ref, what), ACL_BF16, what);
+            Stats stats;
+            ExpectStreamingGivesRegularBits(kernel, p, offset % 2 == 1, what, &stats);
+            if (HasFatalFailure()) return;
+            ExpectCorrectlyRounded(stats, ACL_BF16, what);
         }
     }
     EXPECT_GT(cancelling, 100);
