@@ -1,12 +1,12 @@
 // Relative error of exp(x) a / 2^k as the 16-bit gradient kernels form it (grad_hwy-inl.h: ExpShifted, the reduction
-// of ScaledExp, ScaledPoly with the coefficients scaled by a), for degree 5 with the two-step reduction (rows with a
-// bias term), degree 5 with the one-step one (fp16 rows without) and degree 4 (one step, bf16 rows without), against
-// the earlier form
-// (Estrin's scheme for p - 1, then (p - 1) a + a), over every fp16 and bf16 input with -86 <= x <= 88 and 2048
-// mantissas of a, at the exponents 0 and -119, -122, -125 (the least a of the vector path, RowNeedsDouble), where the
-// a_i of the highest degrees are subnormal: m = p(r) a is normal at every one of them. The operations are
-// the kernels' one for one, each a correctly rounded fp32 operation (std::fmaf for the fused ones), so they give the
-// kernels' values on every target; the exact value is taken in long double.
+// of ScaledExp, ScaledPoly with the coefficients scaled by a), for degree 5 with the two-step reduction (fp16 rows with
+// a guarded bias term), degree 5 with the one-step one (other fp16 rows, bf16 rows with a bias term) and degree 4
+// (one step, bf16 rows without), against the earlier form (Estrin's scheme for p - 1, then (p - 1) a + a), over
+// every fp16 and bf16 input with -86 <= x <= 88 and 2048 mantissas of a, at the exponents 0 and -119, -122, -125
+// (the least a of the vector path, RowNeedsDouble), where the a_i of the highest degrees are subnormal: m = p(r) a is
+// normal at every one of them. The operations are the kernels' one for one, each a correctly rounded fp32 operation
+// (std::fmaf for the fused ones), so they give the kernels' values on every target; the exact value is taken in long
+// double.
 //
 //   build/bench/exp_error   (built with the benchmarks, -ffp-contract=off; under a minute)
 #include <cmath>

@@ -21,9 +21,10 @@
 //            in rows without a bias term or with a small one (kRowOneStep), two-step in rows the cancellation guard
 //            checks (its bound)
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction.
-//            Rows with a bias term run fp16's degree 5 instead, two-step, for the cancellation guard (kRowDegree).
-//    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-9.6 (fp16, one-step;
-//    2^-11.3 two-step) of an output ulp at worst (fp16 rows with a small bias term: 2^-5.2 where they cancel, see
+//            Rows with a bias term run fp16's degree 5 instead, still one-step, for the cancellation guard
+//            (kRowDegree, kCancellationBound).
+//    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-9.5 (fp16, one-step;
+//    2^-11.3 two-step) of an output ulp at worst (fp16 rows with a small bias term: 2^-5.1 where they cancel, see
 //    kCancellationBound), a result can only be misrounded when the exact value lies that close to a rounding
 //    midpoint (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
 //    The 16-bit kernels are bound by their operation count, not by memory: fusing the polynomial's steps, the
@@ -269,15 +270,16 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
     const VF kf = hn::Sub(t, magic);  // k, exact, in [-248, 254]
     VF r;
     if constexpr (kOneStep) {
-        // r = x - k ln2 in one step with ln2 rounded to fp32 (off by 1.9e-9): the extra error in r is at most
-        // 254 * 1.9e-9 = 2^-21 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities). Only rows where no
+        // r = x - k ln2 in one step with ln2 rounded to fp32 (off by 1.905e-9): the extra error in r is at most
+        // 254 * 1.905e-9 = 2^-20.98 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities). Only rows where no
         // cancellation can magnify it past what the output allows (kRowOneStep; for fp16 rows with a small bias
-        // term, kCancellationBound says why). bf16, against the degree-4 polynomial's 2^-17.5:
-        // together under 2^-17.35 relative, 0.39 of a bf16 ulp at worst. fp16, against degree 5's 2^-22.3: under
-        // 2^-20.6 relative, 2^-9.6 of an fp16 ulp (bench/exp_error: 2^-21.2 measured for -86 <= x <= 88, against
-        // 2^-22.3 two-step). One multiply-add fewer per vector, in kernels bound by their multiply-adds: fp16 rows
-        // without a bias term took 0.88-0.91x the time, smoothed+weighted ones (kRowSmallBias) 0.92x (64 x 32000,
-        // one thread, in cache; ab_libs, 5 rounds).
+        // term and bf16 rows with a bias term, kCancellationBound says why). bf16, against the degree-4
+        // polynomial's 2^-17.5: together under 2^-17.35 relative, 0.39 of a bf16 ulp at worst. Degree 5, against
+        // its 2^-22.29 two-step (bench/exp_error): under 2^-22.29 + 2^-20.98 <= 2^-20.49 relative, 2^-9.5 of an
+        // fp16 ulp (bench/exp_error: 2^-21.2 measured for -86 <= x <= 88). One multiply-add fewer per vector, in
+        // kernels bound by their multiply-adds: fp16 rows without a bias term took 0.88-0.91x the time,
+        // smoothed+weighted ones (kRowSmallBias) 0.92x (64 x 32000, one thread, in cache; ab_libs, 5 rounds); bf16
+        // smoothed+weighted rows (degree 5, guarded) 0.93x.
         r = Fma(df, kf, hn::Set(df, -0.693147182464599609375f), xc);
     } else {
         // r = x - k ln2 in two steps: ln2_hi has 15 significant bits, so k * ln2_hi is exact and so is the first
@@ -393,17 +395,19 @@ HWY_INLINE VF SubBias(DF df, VF m, VF b, const float *w) {
 }
 
 // The exp's degree in a row: its output type's (Storage::kExpDegree), except bf16 rows with a bias term, which run
-// fp16's degree 5 (with its two-step reduction). There the cancellation guard below flags the lanes whose error the
-// bias term could magnify, and degree 5's 2^5 times smaller error lets it flag 2^5 times fewer: with degree 4, 5% of
-// the four-vector blocks of the benchmark's label-smoothed bf16 rows had a flagged lane, and each such block cost
-// a mispredicted branch and a second pass, more than the two multiply-adds per vector that degree 5 adds.
+// fp16's degree 5 (with the one-step reduction). There the cancellation guard below flags the lanes whose error the
+// bias term could magnify, and degree 5's 2^3 times smaller error lets it flag 2^3 times fewer: with degree 4 (and
+// the two-step reduction's bound), 5% of the four-vector blocks of the benchmark's label-smoothed bf16 rows had a
+// flagged lane, and each such block cost a mispredicted branch and a second pass, more than the multiply-add per
+// vector that degree 5 adds.
 template <aclDataType kType, BiasKind kBias>
 constexpr int kRowDegree = (kType == ACL_BF16 && kBias != kNoBias) ? 5 : Storage<kType>::kExpDegree;
-// Whether a row's exp reduces x in one step (ScaledExp): the 16-bit rows without a bias term, and fp16 rows whose
-// bias term is small enough to skip the cancellation guard (kGuard false; kRowSmallBias). Rows with the guard keep
-// the two-step reduction, whose smaller error the guard's bound takes (kCancellationBound).
+// Whether a row's exp reduces x in one step (ScaledExp): every bf16 row, the fp16 rows without a bias term, and fp16
+// rows whose bias term is small enough to skip the cancellation guard (kGuard false; kRowSmallBias). fp16 rows with
+// the guard keep the two-step reduction, whose smaller error the guard's bound takes (kCancellationBound); bf16's
+// bound takes the one-step error instead (one multiply-add fewer per vector; the guard flags twice as many lanes).
 template <aclDataType kType, BiasKind kBias, bool kGuard>
-constexpr bool kRowOneStep = kRowDegree<kType, kBias> <= 4 || (kType == ACL_FLOAT16 && (kBias == kNoBias || !kGuard));
+constexpr bool kRowOneStep = kType == ACL_BF16 || (kType == ACL_FLOAT16 && (kBias == kNoBias || !kGuard));
 
 // exp(x) a, minus the bias term, with the exp of degree kDegree.
 // a: the row's a, or its ExpFactors.
@@ -428,26 +432,32 @@ HWY_INLINE VF RowValue(DF df, VF x, VF t, const A &a, VF b, const float *w) {
 // lanes and no lane's value depends on its neighbours (determinism holds). fp32 outputs keep the fp32 value: their
 // error bound is stated relative to the terms (a few ulps of max(|exp(x) a|, |b w_j|)). A value's error is at most
 // e |m| + 2^-24 |m| (a rounded to fp32) + 2^-24 |b w_j| (b rounded; w_j is exact) + 2^-24 |out| (the result's
-// rounding), e being m's error with the fp32 a: 2^-22.29 for degree 5 with the two-step reduction, measured over
-// every fp16 and bf16 input and a dense sample of a (bound 2^-22.3; bench/exp_error.cpp). Above the bound,
-// |b w_j| <= |out| / bound and |m| <= |out| (1 + 1 / bound). Both 16-bit types' bias rows run degree 5 (kRowDegree):
-//   bf16: error <= (2^-22.29 + 2^-24) (1 + 2^13) |out| + 2^-11 |out| + 2^-24 |out| <= 2^-8.60 |out|, ulp >= 2^-8
-//         |out|: 0.66 ulp.
+// rounding), e being m's error with the fp32 a: for degree 5, 2^-22.29 with the two-step reduction, measured over
+// every fp16 and bf16 input and a dense sample of a (bound 2^-22.3; bench/exp_error.cpp), and 2^-20.49 with the
+// one-step one (ScaledExp). Above the bound, |b w_j| <= |out| / bound and |m| <= |out| (1 + 1 / bound). Both 16-bit
+// types' bias rows run degree 5 (kRowDegree), fp16's two-step and bf16's one-step (kRowOneStep):
 //   fp16: error <= (2^-22.29 + 2^-24) (1 + 2^10) |out| + 2^-14 |out| + 2^-24 |out| <= 2^-11.60 |out|, ulp >= 2^-11
 //         |out|: 0.66 ulp.
+//   bf16: error <= (2^-20.49 + 2^-24) (1 + 2^12) |out| + 2^-12 |out| + 2^-24 |out| <= 2^-8.25 |out|, ulp >= 2^-8
+//         |out|: 0.84 ulp. (With the two-step reduction the bound was 2^-13, for 0.66 ulp. Now the guard flags
+//         lanes within twice the distance of the cancellation: 0.50% of the four-vector blocks of the benchmark's
+//         smoothed+weighted rows fail the block loop's screen, against 0.25%; and each vector runs one multiply-add
+//         fewer. Correctly rounded elements: 99.8171% against 99.8089% in GuardScreenGivesTheGuardsBits (inputs
+//         near the cancellation), 95.09% against 98.33% in Bf16GuardCoversTheOneStepReduction (every input at the
+//         cancellation, |k| about 178), the other tests' figures unchanged or up.)
 // fp16 rows flagged kRowSmallBias (|b| max_j |w_j| <= 2^-10, grad_kernel.h) skip the guard (RowSegmentBiased) and
-// reduce x in one step (kRowOneStep): m's error is at most 2^-20.6 relative (ScaledExp), 2^-20.47 with the rounding
+// reduce x in one step (kRowOneStep): m's error is at most 2^-20.49 relative (ScaledExp), 2^-20.37 with the rounding
 // of a to fp32, and |b w_j| <= 2^-10 bounds what a cancellation can do. Where |out| >= 2^-14 (a normal fp16),
 // |m| <= |out| + 2^-10 <= 17 |out|, so the error, with b's rounding (2^-24 |b w_j|) and the result's (2^-24 |out|),
-// is under 2^-20.47 * 17 |out| + 2^-24 * 17 |out| < 2^-16.2 |out|, 2^-5.2 of an ulp. Below, |m| <= 2^-14 + 2^-10
-// and the error is under 2^-20.47 (2^-14 + 2^-10) + 2^-34 + 2^-38 < 2^-30.2, under 1/70 of fp16's smallest spacing
+// is under 2^-20.37 * 17 |out| + 2^-24 * 17 |out| < 2^-16.1 |out|, 2^-5.1 of an ulp. Below, |m| <= 2^-14 + 2^-10
+// and the error is under 2^-20.37 (2^-14 + 2^-10) + 2^-34 + 2^-38 < 2^-30.1, under 1/70 of fp16's smallest spacing
 // 2^-24. So never more than one ulp off, and rarely misrounded (test SmallBiasFp16RowsSkipTheGuard: 0.04% of
 // elements where every input sits near the cancellation; with the two-step reduction the same; a limit of 2^-4
 // instead of 2^-10 still kept one ulp there with the two-step reduction, but misrounded 3%). Mean-reduced gradients
 // have |b| about gradLoss * smoothing / (C N), so nearly every fp16 training row qualifies; the guard's tests were a
 // quarter of their time (4096 x 32000, smoothed+weighted).
 template <aclDataType kType>
-constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-13f : 0x1p-10f;
+constexpr float kCancellationBound = kType == ACL_BF16 ? 0x1p-12f : 0x1p-10f;
 
 // |b| * bound: the guard's bound for a constant bias term, and its factor for b * w_j.
 template <aclDataType kType>
@@ -788,9 +798,10 @@ HWY_INLINE void PairBias(DF df, VF b, VF we, VF wo, VF &ve, VF &vo, hn::Mask<DF>
     cancelled_o = CancelledW<ACL_BF16, kBias>(df, vo, b, wo);
 }
 
-// A pair with a flagged lane (with degree 5, about 0.02% of the vectors of the benchmark's label-smoothed rows are
-// flagged): redone and stored by the one-vector path, which patches the flagged lanes in double. The input is read
-// again there, which is safe for out == in because nothing of the pair has been written yet.
+// A pair with a flagged lane (rare: 0.5% of the four-vector blocks of the benchmark's label-smoothed bf16 rows fail
+// the block loop's screen, and fewer of their pairs have a flagged lane): redone and stored by the one-vector path,
+// which patches the flagged lanes in double. The input is read again there, which is safe for out == in because
+// nothing of the pair has been written yet.
 template <BiasKind kBias>
 HWY_NOINLINE void PairFlagged(DF df, const uint16_t *in, uint16_t *out, VF a, VF b, const float *wj,
                               const GradRowCoefficients &row) {
@@ -1023,7 +1034,7 @@ HWY_INLINE bool QuadFast(DF df, const typename Storage<kType>::T *in, typename S
 // (4096 x 32000 bf16 smoothed+weighted: 0.92x the time).
 //
 // screen_weight: where nonzero, the greatest |w_j| of the segment, with which the pair loop screens its blocks for
-// the cancellation guard: |v| < (|b| 2^-13) screen_weight for no lane implies |v| < (|b| 2^-13) |w_j| for none (the
+// the cancellation guard: |v| < (|b| 2^-12) screen_weight for no lane implies |v| < (|b| 2^-12) |w_j| for none (the
 // guard's test, CancelledW, rounds the same product of a smaller |w_j| no higher), so a block that passes the screen
 // is one the guard passes, and one that fails it is redone by the exact guard (RowPairs): the bits do not change.
 // The screen costs an absolute value and a comparison per vector against the guard's four operations
@@ -1053,7 +1064,7 @@ HWY_INLINE void PairWeightsAt(const PairWeights &pairs, size_t j, const float *&
 
 // QuadFast for bf16 in the layout of RowLoopBf16Pairs: two pairs (4 * lanes elements). w: the block's weights
 // (kWeightBias only), or where we is not null, we and wo: the weights of its even- and odd-indexed elements, each
-// contiguous (PairWeights). screened: the guard is screened with `screen`, (|b| 2^-13) screen_weight (PairWeights).
+// contiguous (PairWeights). screened: the guard is screened with `screen`, (|b| 2^-12) screen_weight (PairWeights).
 template <BiasKind kBias, bool kNative, bool kStream>
 HWY_INLINE bool QuadFastBf16Pairs(DF df, const uint16_t *in, uint16_t *out, const ExpFactors &a, VF b, const float *w,
                                   const float *we, const float *wo, bool screened, VF screen, int16_t limit) {
@@ -1478,8 +1489,8 @@ HWY_INLINE float ScreenWeight(const WeightTraits &weights) {
 // Whether the native bf16 conversion (StoreBf16PairsNative, which flushes subnormals) may round the pair loop's
 // fast-path values of a row whose bias term is b w_j, for |b| = b_abs and the nonzero |w_j| within [w_min_nonzero,
 // w_max]. Those values are v = exp(x) a - b w_j with |exp(x) a| >= 2^-125 (a normal number: FastWindow) that the
-// cancellation guard of the row's degree 5 lets through, so |v| >= (|b| 2^-13) |w_j|, rounded once (|b| 2^-13 is
-// exact for |b| >= 2^-113). Hence v is normal where |b w_j| >= 2^-111 (2^-124 and the rounding: well above 2^-126),
+// cancellation guard of the row's degree 5 lets through, so |v| >= (|b| 2^-12) |w_j|, rounded once (|b| 2^-12 is
+// exact for |b| >= 2^-114). Hence v is normal where |b w_j| >= 2^-111 (2^-123 and the rounding: well above 2^-126),
 // and also where |b w_j| < 2^-126 (|v| > 2^-125 - 2^-126); w_j = 0 gives v = exp(x) a. A row without weights has
 // w_j = 1. (Test LanesPastTheGuardNearSubnormal fails with the bound of degree 4's guard, 2^-116, here.)
 HWY_INLINE bool NativeBf16Safe(double b_abs, double w_min_nonzero, double w_max) {
