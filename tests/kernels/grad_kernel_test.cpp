@@ -1286,6 +1286,20 @@ TEST_P(GradKernelTest, TinyBiasNearSubnormalResults) {
     }
 }
 
+// Runs p (bf16, packed rows) again in tiles of one column and expects the bits of `whole`, its output as one tile.
+void ExpectColumnTilesGiveBits(const GradKernelInfo &kernel, Problem &p, const std::vector<uint8_t> &whole) {
+    GradKernelArgs args = p.Args();
+    const GradWeightTraits traits = TraitsOf(p.weight);
+    args.weight_traits = &traits;  // given once (found by each call: quadratic in C)
+    Poison(p.out);
+    for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
+    int64_t mismatches = 0;
+    for (int64_t k = 0; k < p.n * p.c; ++k) {
+        mismatches += Bits(ACL_BF16, whole.data(), k) != Bits(ACL_BF16, p.out.data(), k);
+    }
+    EXPECT_EQ(mismatches, 0) << kernel.name << ": whole rows differ from one-column tiles";
+}
+
 // Lanes just past the cancellation guard of bf16's bias rows (degree 5: |v| between 2^-12 and 2^-8 of |b w_j|),
 // with |b| >= 2^-110 and |b w_j| about 2^-115, where such a v falls below 2^-126: NativeBf16Safe must keep these
 // rows on the integer rounding, as the one-vector path does, not the instruction that flushes subnormals (with
@@ -1319,15 +1333,7 @@ TEST_P(GradKernelTest, LanesPastTheGuardNearSubnormal) {
         subnormal += (bits & 0x7f80u) == 0 && (bits & 0x7fu) != 0;
     }
     EXPECT_GT(subnormal, p.n * p.c / 8) << kernel.name;
-    const GradWeightTraits traits = TraitsOf(p.weight);
-    args.weight_traits = &traits;  // given once (found by each call: quadratic in C)
-    Poison(p.out);
-    for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
-    int64_t mismatches = 0;
-    for (int64_t k = 0; k < p.n * p.c; ++k) {
-        mismatches += Bits(ACL_BF16, whole.data(), k) != Bits(ACL_BF16, p.out.data(), k);
-    }
-    EXPECT_EQ(mismatches, 0) << kernel.name << ": whole rows differ from one-column tiles";
+    ExpectColumnTilesGiveBits(kernel, p, whole);
 }
 
 // bf16 rows with a bias term reduce x in one step (kRowOneStep), whose error grows with |k| = |round(x / ln2)| (up
@@ -1367,15 +1373,7 @@ TEST_P(GradKernelTest, Bf16GuardCoversTheOneStepReduction) {
     const std::vector<uint8_t> whole = p.out;
     const std::string what = std::string(kernel.name) + " one-step guard";
     PrintStats(ExpectMatches(p, whole.data(), p.c, ReferenceOutput(p), what), ACL_BF16, what);
-    const GradWeightTraits traits = TraitsOf(p.weight);
-    args.weight_traits = &traits;
-    Poison(p.out);
-    for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
-    int64_t mismatches = 0;
-    for (int64_t k = 0; k < p.n * p.c; ++k) {
-        mismatches += Bits(ACL_BF16, whole.data(), k) != Bits(ACL_BF16, p.out.data(), k);
-    }
-    EXPECT_EQ(mismatches, 0) << kernel.name << ": whole rows differ from one-column tiles";
+    ExpectColumnTilesGiveBits(kernel, p, whole);
 }
 
 // fp16 rows whose bias term is small (kRowSmallBias: |b| max_j |w_j| <= kSmallBiasLimit, as the prologue flags
