@@ -23,10 +23,11 @@
 //      bf16: degree 4, polynomial error 2^-17.5 (relative), output ulp is >= 2^-8 relative; one-step reduction.
 //            Rows with a bias term run fp16's degree 5 instead, still one-step, for the cancellation guard
 //            (kRowDegree, kCancellationBound).
-//    The 16-bit outputs need far fewer bits than fp32: with the error 2^-6.5 (bf16) and 2^-9.5 (fp16, one-step;
-//    2^-11.3 two-step) of an output ulp at worst (fp16 rows with a small bias term: 2^-5.1 where they cancel, see
-//    kCancellationBound), a result can only be misrounded when the exact value lies that close to a rounding
-//    midpoint (measured: < 0.2% of elements for bf16, < 0.01% for fp16), and never by more than one ulp.
+//    The 16-bit outputs need far fewer bits than fp32: with the error 2^-9.3 (bf16) and 2^-9.5 (fp16, one-step;
+//    2^-11.3 two-step) of an output ulp at worst (where a bias term cancels more: fp16 rows with a small one 2^-5.1,
+//    bf16 rows 0.84 just above the guard's bound, see kCancellationBound), a result can only be misrounded when the
+//    exact value lies that close to a rounding midpoint (measured: < 0.2% of elements for bf16, < 0.01% for fp16),
+//    and never by more than one ulp.
 //    The 16-bit kernels are bound by their operation count, not by memory: fusing the polynomial's steps, the
 //    reduction and the bias subtraction (out = exp(x) a - b w_j in one rounding) took fp16 and bf16 on 4096 x 32000
 //    from about 2.0x and 1.65x the copy's time to about 1.3x (AVX-512, AMD Zen 4). The fp32 kernel runs at the copy's
@@ -274,7 +275,7 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
         // 254 * 1.905e-9 = 2^-20.98 (2^-24.7 for the |k| <= 30 of ordinary log-probabilities). Only rows where no
         // cancellation can magnify it past what the output allows (kRowOneStep; for fp16 rows with a small bias
         // term and bf16 rows with a bias term, kCancellationBound says why). bf16, against the degree-4
-        // polynomial's 2^-17.5: together under 2^-17.35 relative, 0.39 of a bf16 ulp at worst. Degree 5, against
+        // polynomial's 2^-17.5: together under 2^-17.3 relative, 2^-9.3 of a bf16 ulp at worst. Degree 5, against
         // its 2^-22.29 two-step (bench/exp_error): under 2^-22.29 + 2^-20.98 <= 2^-20.49 relative, 2^-9.5 of an
         // fp16 ulp (bench/exp_error: 2^-21.2 measured for -86 <= x <= 88). One multiply-add fewer per vector, in
         // kernels bound by their multiply-adds: fp16 rows without a bias term took 0.88-0.91x the time,
