@@ -265,6 +265,10 @@ void Accumulate(Stats &sum, const Stats &s) {
     sum.bad += s.bad;
 }
 
+// The cancellation guard's bound for the 16-bit types' rows with a bias term, as a power of two (kCancellationBound in
+// grad_hwy-inl.h): lanes with |out| < |b w_j| 2^GuardExponent are recomputed in double.
+int GuardExponent(aclDataType dtype) { return dtype == ACL_BF16 ? -12 : -10; }
+
 void PrintStats(const Stats &s, aclDataType dtype, const std::string &what) {
     std::printf("[ stats    ] %s %s: %.4f%% of %lld elements bitwise equal to the reference, max %lld ulp\n",
                 what.c_str(), DtypeName(dtype), 100.0 * s.exact / std::max<int64_t>(1, s.total),
@@ -1286,7 +1290,7 @@ TEST_P(GradKernelTest, TinyBiasNearSubnormalResults) {
     }
 }
 
-// Runs p (bf16, packed rows) again in tiles of one column and expects the bits of `whole`, its output as one tile.
+// Runs p (packed rows) again in tiles of one column and expects the bits of `whole`, its output as one tile.
 void ExpectColumnTilesGiveBits(const GradKernelInfo &kernel, Problem &p, const std::vector<uint8_t> &whole) {
     GradKernelArgs args = p.Args();
     const GradWeightTraits traits = TraitsOf(p.weight);
@@ -1295,7 +1299,7 @@ void ExpectColumnTilesGiveBits(const GradKernelInfo &kernel, Problem &p, const s
     for (int64_t j = 0; j < p.c; ++j) kernel.run(args, GradTile{0, p.n, j, j + 1});
     int64_t mismatches = 0;
     for (int64_t k = 0; k < p.n * p.c; ++k) {
-        mismatches += Bits(ACL_BF16, whole.data(), k) != Bits(ACL_BF16, p.out.data(), k);
+        mismatches += Bits(p.dtype, whole.data(), k) != Bits(p.dtype, p.out.data(), k);
     }
     EXPECT_EQ(mismatches, 0) << kernel.name << ": whole rows differ from one-column tiles";
 }
@@ -1363,7 +1367,7 @@ TEST_P(GradKernelTest, Bf16GuardCoversTheOneStepReduction) {
             StoreFromDouble(ACL_BF16, p.in.data(), i * c + j, -122.0 - static_cast<double>(i) + offset);
         }
         p.weight.push_back(static_cast<float>(std::exp(offset) / (1.0 + delta)));
-        (std::fabs(delta) < 0x1p-12 ? below : above) += 1;
+        (std::fabs(delta) < std::ldexp(1.0, GuardExponent(ACL_BF16)) ? below : above) += 1;
     }
     EXPECT_GT(below, c / 4);
     EXPECT_GT(above, c / 4);
@@ -1452,9 +1456,10 @@ TEST_P(GradKernelTest, GuardScreenGivesTheGuardsBits) {
             StoreFromDouble(ACL_BF16, bits, 0, want);
             x[i * c + j] = ToDouble(ACL_BF16, bits, 0);
             const double gap = std::fabs(std::exp(x[i * c + j]) * a - b * weight[j]);
-            guarded += gap < std::ldexp(std::fabs(b * weight[j]), -12);
+            const int guard = GuardExponent(ACL_BF16);
+            guarded += gap < std::ldexp(std::fabs(b * weight[j]), guard);
             screened_only +=
-                gap >= std::ldexp(std::fabs(b * weight[j]), -12) && gap < std::ldexp(std::fabs(b) * max_w, -12);
+                gap >= std::ldexp(std::fabs(b * weight[j]), guard) && gap < std::ldexp(std::fabs(b) * max_w, guard);
         }
     }
     EXPECT_GT(guarded, 10);
@@ -1506,7 +1511,7 @@ TEST_P(GradKernelTest, ConstantBiasGuardNearCancellation) {
                 const double x = j % 3 == 0 ? x0 : j % 3 == 1 ? x0 + (rng() % 2 ? 1.0 : -1.0) / 64.0 : -6.0 * unit(rng);
                 StoreFromDouble(dtype, p.in.data(), i * c + j, x);
                 const double gap = std::fabs(std::exp(ToDouble(dtype, p.in.data(), i * c + j)) * a - b);
-                guarded += gap < std::ldexp(std::fabs(b), dtype == ACL_BF16 ? -12 : -10);
+                guarded += gap < std::ldexp(std::fabs(b), GuardExponent(dtype));
             }
         }
         const std::string what = std::string(kernel.name) + (dtype == ACL_BF16 ? " bf16" : " fp16");
