@@ -350,7 +350,7 @@ TEST_P(GradKernelTest, LongRowsAndColumnTiles) {
 TEST_P(GradKernelTest, StreamingStores) {
     const GradKernelInfo &kernel = *GetParam();
     struct Restore {
-        StreamingThresholds old = SetStreamingThresholds({16ull << 20, 0});
+        StreamingThresholds old = SetStreamingThresholds({16ull << 20, 0, true});
         ~Restore() { SetStreamingThresholds(old); }
     } restore;
     uint32_t seed = 3000;
@@ -368,7 +368,7 @@ TEST_P(GradKernelTest, StreamingStores) {
 
 // Restores the streaming thresholds when a test ends.
 struct StreamingThresholdsRestore {
-    StreamingThresholds old = SetStreamingThresholds({UINT64_MAX, 0});
+    StreamingThresholds old = SetStreamingThresholds({UINT64_MAX, 0, false});
     ~StreamingThresholdsRestore() { SetStreamingThresholds(old); }
 };
 
@@ -397,8 +397,8 @@ void ExpectStreamingGivesRegularBits(const GradKernelInfo &kernel, Problem &p, b
     const std::vector<uint8_t> ref = ReferenceOutput(p);
     const std::vector<uint8_t> input = p.in;
     p.in_place = in_place;
-    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
-    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
+    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, false});
+    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, true});
     ASSERT_EQ(regular.size(), streamed.size());
     EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
     *stats = ExpectMatches(p, streamed.data(), p.c, ref, what);
@@ -506,10 +506,10 @@ TEST_P(GradKernelTest, StreamingGroupsOfRowsAlignedAlike) {
             const std::vector<uint8_t> ref = ReferenceOutput(p);
             const std::vector<uint8_t> input = p.in;
             p.in_place = offset == 5;
-            const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
-            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
+            const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, false});
+            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, true});
             // The groups streamed, the other rows not (UseStreamingStoresForRowGroups).
-            const std::vector<uint8_t> groups_streamed = RunWithStreaming(kernel, p, input, {0, UINT64_MAX});
+            const std::vector<uint8_t> groups_streamed = RunWithStreaming(kernel, p, input, {0, UINT64_MAX, true});
             EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
             EXPECT_EQ(0, std::memcmp(regular.data(), groups_streamed.data(), regular.size())) << what;
             ExpectMatches(p, streamed.data(), c, ref, what);
@@ -586,12 +586,12 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
                                              " n=" + std::to_string(n) + (double_row ? " with a double row" : "");
                     const std::vector<uint8_t> ref = ReferenceOutput(p);
                     const std::vector<uint8_t> input = p.in;
-                    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0});
-                    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0});
+                    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, false});
+                    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, true});
                     EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, streamed.data())) << what;
                     ExpectMatches(p, streamed.data(), c, ref, what);
                     p.in_place = true;
-                    const std::vector<uint8_t> in_place = RunWithStreaming(kernel, p, input, {0, 0});
+                    const std::vector<uint8_t> in_place = RunWithStreaming(kernel, p, input, {0, 0, true});
                     EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, in_place.data())) << what << " in place";
                     p.in_place = false;
                     p.in = input;
@@ -609,7 +609,7 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
 // Which calls stream: single rows from both thresholds on, the fp32 groups of weighted rows from the output's alone.
 TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     StreamingThresholdsRestore restore;
-    SetStreamingThresholds({1000 * 4000, 16 << 10});
+    SetStreamingThresholds({1000 * 4000, 16 << 10, true});
     GradKernelArgs args{};
     args.dtype = ACL_FLOAT;
     args.n = 1000;
@@ -626,6 +626,22 @@ TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     args.dtype = ACL_BF16;
     args.n = 2000;  // the same bytes in bf16
     EXPECT_TRUE(UseStreamingStoresForRowGroups(args));
+}
+
+// fp16 and bf16 rows stream only where half_types says so; fp32 rows whatever it says.
+TEST(GradStreamingChoice, HalfTypesStreamOnlyWhereAllowed) {
+    StreamingThresholdsRestore restore;
+    GradKernelArgs args{};
+    args.n = 100;
+    args.c = 10000;  // 20 KiB rows in 16 bits, 40 KiB in fp32
+    for (bool half_types : {false, true}) {
+        SetStreamingThresholds({0, 16 << 10, half_types});
+        for (aclDataType dtype : kDtypes) {
+            args.dtype = dtype;
+            EXPECT_EQ(dtype == ACL_FLOAT || half_types, UseStreamingStores(args))
+                << DtypeName(dtype) << " half_types=" << half_types;
+        }
+    }
 }
 
 // Every 16-bit input value, with a few coefficient sets: the exhaustive accuracy check of the 16-bit exps.

@@ -18,6 +18,9 @@
 #if HWY_ONCE
 #include <atomic>
 #include <cmath>
+#if HWY_ARCH_X86
+#include <cpuid.h>
+#endif
 #include <vector>
 
 #include "common/exp_double.h"
@@ -41,8 +44,31 @@ namespace {
 // (RunWeightedRows), 0.71x; the groups stream from the output threshold on at any row length (fp32
 // smoothed+weighted, 2 threads, against regular stores: 32768 x 2000 0.82-1.01, 65536 x 1000 0.72-0.75, 131072 x
 // 500 0.68-0.71, 262144 x 250 0.77-0.84).
+// The 16-bit outputs do not stream on AMD Zen 5 (family 1Ah; HalfTypesStream): there the 16-bit kernels, which do
+// about as much arithmetic per byte as a copy takes to move it, took 0.73-0.90x the time with regular stores
+// (2-core EPYC 9005 VM, model 2, 2 threads, `bench/ab_libs.sh -r 3`, both orders of the two builds: 4096 x 32000
+// every fp16 and bf16 variant, 8192 x 50257 and 2048 x 128256 alike), while fp32 kept streaming's gain or lost
+// nothing (8192 x 50257 fp32 plain took 1.29x the time with regular stores, 4096 x 32000 0.88-1.04x). A loop of
+// ten multiply-adds per pair of vectors between a bf16 load and store shows the same alone (x copy 1.39 streaming,
+// 0.96 regular; 1.38 and 1.08 with twelve): a streaming store holds its write-combining buffer until the line
+// reaches memory, and where the core is busy computing those buffers run out before the memory does.
+bool HalfTypesStream() {
+#if HWY_ARCH_X86
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return true;
+    const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+    if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return true;
+    unsigned family = (eax >> 8) & 0xfu;
+    if (family == 0xfu) family += (eax >> 20) & 0xffu;
+    return family != 0x1au;
+#else
+    return true;
+#endif
+}
+
 std::atomic<uint64_t> g_streaming_output_bytes{uint64_t{64} << 20};
 std::atomic<uint64_t> g_streaming_row_bytes{uint64_t{16} << 10};
+std::atomic<bool> g_streaming_half_types{HalfTypesStream()};
 
 uint64_t ElementBytes(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
 
@@ -55,12 +81,14 @@ bool UseStreamingStoresForRowGroups(const GradKernelArgs &args) {
 
 bool UseStreamingStores(const GradKernelArgs &args) {
     const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
+    if (args.dtype != ACL_FLOAT && !g_streaming_half_types.load(std::memory_order_relaxed)) return false;
     return UseStreamingStoresForRowGroups(args) && row_bytes >= g_streaming_row_bytes.load(std::memory_order_relaxed);
 }
 
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
     return {g_streaming_output_bytes.exchange(thresholds.output_bytes),
-            g_streaming_row_bytes.exchange(thresholds.row_bytes)};
+            g_streaming_row_bytes.exchange(thresholds.row_bytes),
+            g_streaming_half_types.exchange(thresholds.half_types)};
 }
 
 void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight) {

@@ -10,20 +10,24 @@
 namespace openaclnn::cross_entropy {
 
 // Whether the kernel writes with streaming (non-temporal) stores: when the output is larger than the last-level
-// cache could keep anyway and its rows are long. The choice changes only speed, never a value.
+// cache could keep anyway and its rows are long, and for fp16/bf16 outputs only on CPUs where that measured faster
+// (StreamingThresholds::half_types). The choice changes only speed, never a value.
 bool UseStreamingStores(const GradKernelArgs &args);
 
 // The same for fp32 rows with weights done in groups (RunWeightedRows): from the output threshold on, whatever the
 // rows' length, the groups' peels and tails costing less than the single rows' do.
 bool UseStreamingStoresForRowGroups(const GradKernelArgs &args);
 
-// From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached).
+// From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached); and
+// whether fp16 and bf16 outputs stream at all (by default not on AMD Zen 5, where they measured slower; see
+// grad_hwy.cpp).
 struct StreamingThresholds {
     uint64_t output_bytes;
     uint64_t row_bytes;
+    bool half_types;
 };
 
-// Sets the thresholds ({0, 0}: always stream; {UINT64_MAX, ...}: never); returns the old ones. For tests and
+// Sets the thresholds ({0, 0, true}: always stream; {UINT64_MAX, ...}: never); returns the old ones. For tests and
 // measurements.
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds);
 
