@@ -4,11 +4,13 @@
 #   bench/ab_libs.sh [-r ROUNDS] [-f FILTER] [-b GRAD_BENCH] LIBDIR LIBDIR...
 #
 # Each LIBDIR holds a libopapi_nn.so* (a build's src/ folder, or a copy of it). Every round runs grad_bench once per
-# library, in turn (LD_LIBRARY_PATH=LIBDIR), with --benchmark_repetitions=3, and keeps each benchmark's median. The
-# summary gives, per benchmark and library, the median over rounds of the op time and of x copy, and for every
-# library after the first the median (and range) over rounds of its op time divided by the first library's op time
-# in the same round. The machine's speed drifts by tens of percent over minutes, and the copy's speed drifts
-# differently from the kernels': the paired ratio of op times, taken within each round, is the figure to compare.
+# library (LD_LIBRARY_PATH=LIBDIR), in turn, starting one library later than the round before, with
+# --benchmark_repetitions=3, and keeps each benchmark's median. Use as many rounds as libraries, or a multiple, so
+# that each library runs first equally often. The summary gives, per benchmark and library, the median over rounds
+# of the op time and of x copy, and for every library after the first the median (and range) over rounds of its op
+# time divided by the first library's op time in the same round. The machine's speed drifts by tens of percent over
+# minutes, and the copy's speed drifts differently from the kernels': the paired ratio of op times, taken within
+# each round, is the figure to compare.
 set -euo pipefail
 
 usage() {
@@ -38,9 +40,14 @@ done
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
+libs=("$@")
 for round in $(seq "$rounds"); do
-    index=0
-    for dir in "$@"; do
+    # The order rotates from round to round: the library run first in a round read about 10% slower than the same
+    # library run after it (three libraries, two of them the same build, 3 rounds), so a fixed order favours the
+    # later ones.
+    for step in $(seq 0 $((${#libs[@]} - 1))); do
+        index=$(((round - 1 + step) % ${#libs[@]}))
+        dir=${libs[$index]}
         # One line per benchmark: round, library index, name, op time, its unit (ms; small_call sets us), x copy.
         LD_LIBRARY_PATH="$dir" "$bench" --benchmark_filter="$filter" --benchmark_repetitions=3 \
             --benchmark_report_aggregates_only=true --benchmark_time_unit=ms 2>/dev/null |
@@ -48,7 +55,6 @@ for round in $(seq "$rounds"); do
                     name = $1; sub(/\/min_time.*/, "", name)
                     x = ""; for (i = 1; i <= NF; ++i) if ($i ~ /^x_copy=/) { x = $i; sub(/x_copy=/, "", x) }
                     print round, lib, name, $2, $3, x }' >> "$results"
-        index=$((index + 1))
     done
     echo "round $round of $rounds done" >&2
 done
