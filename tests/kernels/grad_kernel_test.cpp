@@ -350,7 +350,7 @@ TEST_P(GradKernelTest, LongRowsAndColumnTiles) {
 TEST_P(GradKernelTest, StreamingStores) {
     const GradKernelInfo &kernel = *GetParam();
     struct Restore {
-        StreamingThresholds old = SetStreamingThresholds({16ull << 20, 0, true});
+        StreamingThresholds old = SetStreamingThresholds({16ull << 20, 0, HalfStores::kStreaming});
         ~Restore() { SetStreamingThresholds(old); }
     } restore;
     uint32_t seed = 3000;
@@ -368,7 +368,7 @@ TEST_P(GradKernelTest, StreamingStores) {
 
 // Restores the streaming thresholds when a test ends.
 struct StreamingThresholdsRestore {
-    StreamingThresholds old = SetStreamingThresholds({UINT64_MAX, 0, false});
+    StreamingThresholds old = SetStreamingThresholds({UINT64_MAX, 0, HalfStores::kRegular});
     ~StreamingThresholdsRestore() { SetStreamingThresholds(old); }
 };
 
@@ -397,8 +397,8 @@ void ExpectStreamingGivesRegularBits(const GradKernelInfo &kernel, Problem &p, b
     const std::vector<uint8_t> ref = ReferenceOutput(p);
     const std::vector<uint8_t> input = p.in;
     p.in_place = in_place;
-    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, false});
-    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, true});
+    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
     ASSERT_EQ(regular.size(), streamed.size());
     EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
     *stats = ExpectMatches(p, streamed.data(), p.c, ref, what);
@@ -506,10 +506,12 @@ TEST_P(GradKernelTest, StreamingGroupsOfRowsAlignedAlike) {
             const std::vector<uint8_t> ref = ReferenceOutput(p);
             const std::vector<uint8_t> input = p.in;
             p.in_place = offset == 5;
-            const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, false});
-            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, true});
+            const std::vector<uint8_t> regular =
+                RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
             // The groups streamed, the other rows not (UseStreamingStoresForRowGroups).
-            const std::vector<uint8_t> groups_streamed = RunWithStreaming(kernel, p, input, {0, UINT64_MAX, true});
+            const std::vector<uint8_t> groups_streamed =
+                RunWithStreaming(kernel, p, input, {0, UINT64_MAX, HalfStores::kStreaming});
             EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
             EXPECT_EQ(0, std::memcmp(regular.data(), groups_streamed.data(), regular.size())) << what;
             ExpectMatches(p, streamed.data(), c, ref, what);
@@ -586,12 +588,15 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
                                              " n=" + std::to_string(n) + (double_row ? " with a double row" : "");
                     const std::vector<uint8_t> ref = ReferenceOutput(p);
                     const std::vector<uint8_t> input = p.in;
-                    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, false});
-                    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, true});
+                    const std::vector<uint8_t> regular =
+                        RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+                    const std::vector<uint8_t> streamed =
+                        RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
                     EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, streamed.data())) << what;
                     ExpectMatches(p, streamed.data(), c, ref, what);
                     p.in_place = true;
-                    const std::vector<uint8_t> in_place = RunWithStreaming(kernel, p, input, {0, 0, true});
+                    const std::vector<uint8_t> in_place =
+                        RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
                     EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, in_place.data())) << what << " in place";
                     p.in_place = false;
                     p.in = input;
@@ -609,7 +614,7 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
 // Which calls stream: single rows from both thresholds on, the fp32 groups of weighted rows from the output's alone.
 TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     StreamingThresholdsRestore restore;
-    SetStreamingThresholds({1000 * 4000, 16 << 10, true});
+    SetStreamingThresholds({1000 * 4000, 16 << 10, HalfStores::kStreaming});
     GradKernelArgs args{};
     args.dtype = ACL_FLOAT;
     args.n = 1000;
@@ -628,18 +633,130 @@ TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     EXPECT_TRUE(UseStreamingStoresForRowGroups(args));
 }
 
-// fp16 and bf16 rows stream only where half_types says so; fp32 rows whatever it says.
-TEST(GradStreamingChoice, HalfTypesStreamOnlyWhereAllowed) {
+// fp16 and bf16 rows stream as half_stores says (kMeasured: as the call's args say); fp32 rows whatever it says.
+TEST(GradStreamingChoice, HalfStoresDecideThe16BitRows) {
     StreamingThresholdsRestore restore;
     GradKernelArgs args{};
     args.n = 100;
     args.c = 10000;  // 20 KiB rows in 16 bits, 40 KiB in fp32
-    for (bool half_types : {false, true}) {
-        SetStreamingThresholds({0, 16 << 10, half_types});
+    for (HalfStores mode : {HalfStores::kRegular, HalfStores::kStreaming, HalfStores::kMeasured}) {
+        SetStreamingThresholds({0, 16 << 10, mode});
+        for (bool stream_half_types : {false, true}) {
+            args.stream_half_types = stream_half_types;
+            for (aclDataType dtype : kDtypes) {
+                args.dtype = dtype;
+                const bool expected = dtype == ACL_FLOAT || mode == HalfStores::kStreaming ||
+                                      (mode == HalfStores::kMeasured && stream_half_types);
+                EXPECT_EQ(expected, UseStreamingStores(args))
+                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_half_types;
+            }
+        }
+    }
+}
+
+// Only large 16-bit calls are measured, and only in HalfStores::kMeasured.
+TEST(GradStreamingChoice, OnlyLarge16BitCallsAreMeasured) {
+    StreamingThresholdsRestore restore;
+    GradKernelArgs args{};
+    args.n = 100;
+    args.c = 10000;
+    for (HalfStores mode : {HalfStores::kRegular, HalfStores::kStreaming, HalfStores::kMeasured}) {
+        SetStreamingThresholds({1000000, 16 << 10, mode});
         for (aclDataType dtype : kDtypes) {
             args.dtype = dtype;
-            EXPECT_EQ(dtype == ACL_FLOAT || half_types, UseStreamingStores(args))
-                << DtypeName(dtype) << " half_types=" << half_types;
+            EXPECT_EQ(dtype != ACL_FLOAT && mode == HalfStores::kMeasured, BeginHalfStoresCall(args).measured)
+                << DtypeName(dtype) << " mode " << static_cast<int>(mode);
+        }
+    }
+    SetStreamingThresholds({1000000, 16 << 10, HalfStores::kMeasured});
+    args.dtype = ACL_BF16;
+    args.n = 49;  // 980000 bytes: below the output threshold
+    EXPECT_FALSE(BeginHalfStoresCall(args).measured);
+    args.n = 100;
+    args.c = 8000;  // 16000-byte rows: below the row threshold
+    EXPECT_FALSE(BeginHalfStoresCall(args).measured);
+}
+
+// The chooser's rule: the second call and every kExploreEvery-th after it try the other kind, which takes over where
+// it beat the call before it (same shape, current kind) by more than the margin.
+TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
+    constexpr uint64_t kEvery = HalfStoresChooser::kExploreEvery;
+    constexpr double kMargin = HalfStoresChooser::kMargin;
+    // Runs `calls` calls of shape key with the given costs per kind; returns the kinds they ran.
+    const auto run = [](HalfStoresChooser &chooser, uint64_t calls, uint64_t key, double regular, double stream) {
+        std::vector<bool> kinds;
+        for (uint64_t k = 0; k < calls; ++k) {
+            const HalfStoresChooser::Trial trial = chooser.Choose();
+            kinds.push_back(trial.stream);
+            chooser.Record(trial, key, trial.stream ? stream : regular);
+        }
+        return kinds;
+    };
+    {
+        HalfStoresChooser chooser;  // streaming first; regular clearly faster
+        const std::vector<bool> kinds = run(chooser, 3 * kEvery, 7, 1.0, 1.25);
+        EXPECT_TRUE(kinds[0]);
+        // Regular from call 1 (its trial) on; streaming again only on the later trials.
+        for (uint64_t k = 1; k < kinds.size(); ++k) EXPECT_EQ(k > 1 && k % kEvery == 1, kinds[k]) << "call " << k;
+        EXPECT_FALSE(chooser.Streaming());
+        // The machine changes: streaming becomes clearly faster; the next trial switches back.
+        const std::vector<bool> later = run(chooser, kEvery, 7, 1.25, 1.0);
+        const uint64_t trial = (kEvery + 1 - 3 * kEvery % kEvery) % kEvery;  // the call with number % kEvery == 1
+        for (uint64_t k = 0; k < later.size(); ++k) EXPECT_EQ(k >= trial, later[k]) << "later call " << k;
+        EXPECT_TRUE(chooser.Streaming());
+    }
+    {
+        HalfStoresChooser chooser;  // regular faster, but within the margin: streaming stays
+        const std::vector<bool> kinds = run(chooser, 2 * kEvery, 7, 1.0 - kMargin / 2, 1.0);
+        for (uint64_t k = 0; k < kinds.size(); ++k) EXPECT_EQ(k % kEvery != 1, kinds[k]) << "call " << k;
+        EXPECT_TRUE(chooser.Streaming());
+    }
+    {
+        HalfStoresChooser chooser;  // the trial's shape differs from the call before it: no comparison, no switch
+        HalfStoresChooser::Trial first = chooser.Choose();
+        chooser.Record(first, 7, 1.0);
+        HalfStoresChooser::Trial second = chooser.Choose();
+        ASSERT_TRUE(second.explore);
+        ASSERT_FALSE(second.stream);
+        chooser.Record(second, 8, 0.5);
+        EXPECT_TRUE(chooser.Streaming());
+        // A later trial of the same shape as the call before it does switch.
+        run(chooser, kEvery - 2, 7, 0.5, 1.0);  // calls 2 .. kEvery - 1: streaming, shape 7
+        run(chooser, 2, 7, 0.5, 1.0);           // calls kEvery (streaming) and kEvery + 1 (trial)
+        EXPECT_FALSE(chooser.Streaming());
+    }
+}
+
+// The measured store kind changes no bit: 16-bit calls through the plan (thresholds lowered so that they are
+// measured), kExploreEvery of them in a row, so that both kinds run (one of any kExploreEvery calls in a row is the
+// other kind's trial), against regular stores throughout, on every kernel.
+TEST(GradStreamingChoice, MeasuredCallsGiveRegularBits) {
+    StreamingThresholdsRestore restore;
+    uint32_t seed = 4100;
+    for (const GradKernelInfo *kernel : GradKernels()) {
+        for (aclDataType dtype : {ACL_FLOAT16, ACL_BF16}) {
+            Problem p = MakeProblem(dtype, 8, 4099, kSmoothedWeighted, ++seed, 0, 1);
+            const std::vector<uint8_t> input = p.in;
+            const std::vector<uint8_t> regular =
+                RunWithStreaming(*kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+            SetStreamingThresholds({0, 0, HalfStores::kMeasured});
+            ASSERT_TRUE(BeginHalfStoresCall(p.Args()).measured);  // (a call of the chooser's too)
+            for (uint64_t call = 0; call < HalfStoresChooser::kExploreEvery; ++call) {
+                p.in = input;
+                Poison(p.out);
+                GradKernelArgs args = p.Args();
+                GradPlan plan = MakeGradPlan(args, 2);
+                plan.kernel = kernel;
+                RunGradPlan(plan, args);
+                const uint8_t *out = static_cast<const uint8_t *>(args.out);
+                std::vector<uint8_t> rows;
+                for (int64_t i = 0; i < p.n; ++i) {
+                    const uint8_t *row = out + i * args.out_row_stride * static_cast<int64_t>(ElementSize(dtype));
+                    rows.insert(rows.end(), row, row + p.c * ElementSize(dtype));
+                }
+                EXPECT_EQ(0, BitMismatches(dtype, regular, rows.data()))
+                    << kernel->name << " " << DtypeName(dtype) << " call " << call;
+            }
         }
     }
 }

@@ -3,7 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 
+#include "kernels/grad_hwy_shared.h"
 #include "ops/common/vector_state.h"
 
 namespace openaclnn::cross_entropy {
@@ -64,7 +66,9 @@ int PlanTiles(const GradPlan &plan, int64_t n, int64_t c, int k, GradTile tiles[
     return count;
 }
 
-void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue) {
+namespace {
+
+void RunGradPlanParts(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue) {
     // The threads share the prologue from kMinSharedPrologueRows rows, or its pass over the weights alone from
     // kMinSharedWeightColumns weights; else its barriers cost more than they save (each may wake a sleeping thread),
     // and the calling thread runs it alone first.
@@ -133,6 +137,23 @@ void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue 
         }
         ClearUpperVectorState();
     }
+}
+
+}  // namespace
+
+void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue) {
+    // A large 16-bit call whose store kind is measured runs the chooser's kind and reports its time
+    // (HalfStoresChooser); any other call runs as it is.
+    const HalfStoresCall stores = BeginHalfStoresCall(args);
+    if (!stores.measured) {
+        RunGradPlanParts(plan, args, prologue);
+        return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    GradKernelArgs call_args = args;
+    call_args.stream_half_types = stores.trial.stream;
+    RunGradPlanParts(plan, call_args, prologue);
+    EndHalfStoresCall(stores, args, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace openaclnn::cross_entropy

@@ -18,9 +18,6 @@
 #if HWY_ONCE
 #include <atomic>
 #include <cmath>
-#if HWY_ARCH_X86
-#include <cpuid.h>
-#endif
 #include <vector>
 
 #include "common/exp_double.h"
@@ -44,31 +41,21 @@ namespace {
 // (RunWeightedRows), 0.71x; the groups stream from the output threshold on at any row length (fp32
 // smoothed+weighted, 2 threads, against regular stores: 32768 x 2000 0.82-1.01, 65536 x 1000 0.72-0.75, 131072 x
 // 500 0.68-0.71, 262144 x 250 0.77-0.84).
-// The 16-bit outputs do not stream on AMD Zen 5 (family 1Ah; HalfTypesStream): there the 16-bit kernels, which do
-// about as much arithmetic per byte as a copy takes to move it, took 0.73-0.90x the time with regular stores
-// (2-core EPYC 9005 VM, model 2, 2 threads, `bench/ab_libs.sh -r 3`, both orders of the two builds: 4096 x 32000
-// every fp16 and bf16 variant, 8192 x 50257 and 2048 x 128256 alike), while fp32 kept streaming's gain or lost
-// nothing (8192 x 50257 fp32 plain took 1.29x the time with regular stores, 4096 x 32000 0.88-1.04x). A loop of
-// ten multiply-adds per pair of vectors between a bf16 load and store shows the same alone (x copy 1.39 streaming,
-// 0.96 regular; 1.38 and 1.08 with twelve): a streaming store holds its write-combining buffer until the line
-// reaches memory, and where the core is busy computing those buffers run out before the memory does.
-bool HalfTypesStream() {
-#if HWY_ARCH_X86
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return true;
-    const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
-    if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return true;
-    unsigned family = (eax >> 8) & 0xfu;
-    if (family == 0xfu) family += (eax >> 20) & 0xffu;
-    return family != 0x1au;
-#else
-    return true;
-#endif
-}
-
+// For the 16-bit outputs neither kind is right everywhere: their kernels do about as much arithmetic per byte as a
+// copy takes to move it, and which store kind wins depends on whether memory or the core limits them. On the same
+// 2-core AMD Zen 5 VM (family 1Ah model 2, 2 threads), streaming won when memory was slow (the copy at 29-38 GB/s:
+// 4096 x 32000 fp16 0.89-0.96 and bf16 0.80-0.94 the time of regular stores) and lost when it was fast (the copy at
+// 50-65 GB/s: regular stores took 0.73-0.90x the time of streaming ones on every fp16 and bf16 variant of 4096 x
+// 32000, 8192 x 50257 and 2048 x 128256, `bench/ab_libs.sh -r 3` in both orders). A loop of ten multiply-adds per
+// pair of vectors between a bf16 load and store shows the second case alone (x copy 1.39 streaming, 0.96
+// regular): a streaming store holds its write-combining buffer until the line reaches memory, and where the core
+// is busy computing those buffers run out before the memory does. So by default each large 16-bit call's kind is
+// measured (HalfStores::kMeasured, HalfStoresChooser). fp32 keeps streaming: it measured no worse with regular
+// stores only where memory was fast (8192 x 50257 plain 1.0x, smoothed+weighted 0.90x), and better where it was slow.
 std::atomic<uint64_t> g_streaming_output_bytes{uint64_t{64} << 20};
 std::atomic<uint64_t> g_streaming_row_bytes{uint64_t{16} << 10};
-std::atomic<bool> g_streaming_half_types{HalfTypesStream()};
+std::atomic<HalfStores> g_half_stores{HalfStores::kMeasured};
+HalfStoresChooser g_half_stores_chooser;
 
 uint64_t ElementBytes(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
 
@@ -79,16 +66,66 @@ bool UseStreamingStoresForRowGroups(const GradKernelArgs &args) {
     return static_cast<uint64_t>(args.n) * row_bytes >= g_streaming_output_bytes.load(std::memory_order_relaxed);
 }
 
-bool UseStreamingStores(const GradKernelArgs &args) {
+namespace {
+
+// Whether the call reaches both thresholds (the store kind of its 16-bit rows aside).
+bool ReachesStreamingThresholds(const GradKernelArgs &args) {
     const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
-    if (args.dtype != ACL_FLOAT && !g_streaming_half_types.load(std::memory_order_relaxed)) return false;
     return UseStreamingStoresForRowGroups(args) && row_bytes >= g_streaming_row_bytes.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool UseStreamingStores(const GradKernelArgs &args) {
+    if (args.dtype != ACL_FLOAT) {
+        const HalfStores mode = g_half_stores.load(std::memory_order_relaxed);
+        if (mode == HalfStores::kRegular || (mode == HalfStores::kMeasured && !args.stream_half_types)) return false;
+    }
+    return ReachesStreamingThresholds(args);
 }
 
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
     return {g_streaming_output_bytes.exchange(thresholds.output_bytes),
-            g_streaming_row_bytes.exchange(thresholds.row_bytes),
-            g_streaming_half_types.exchange(thresholds.half_types)};
+            g_streaming_row_bytes.exchange(thresholds.row_bytes), g_half_stores.exchange(thresholds.half_stores)};
+}
+
+HalfStoresChooser::Trial HalfStoresChooser::Choose() {
+    const uint64_t call = calls_.fetch_add(1, std::memory_order_relaxed);
+    const bool explore = call % kExploreEvery == 1;
+    const bool current = stream_.load(std::memory_order_relaxed);
+    return Trial{explore ? !current : current, explore};
+}
+
+void HalfStoresChooser::Record(const Trial &trial, uint64_t key, double seconds_per_byte) {
+    if (trial.explore) {
+        const double last = last_cost_.load(std::memory_order_relaxed);
+        const bool comparable = key == last_key_.load(std::memory_order_relaxed) && last > 0.0;
+        if (!comparable || !(seconds_per_byte < last * (1.0 - kMargin))) return;  // the current kind stays
+        stream_.store(trial.stream, std::memory_order_relaxed);
+    }
+    last_key_.store(key, std::memory_order_relaxed);
+    last_cost_.store(seconds_per_byte, std::memory_order_relaxed);
+}
+
+uint64_t HalfStoresKey(const GradKernelArgs &args) {
+    // (A collision only compares two shapes' times once.)
+    uint64_t key = static_cast<uint64_t>(args.n) * 0x9e3779b97f4a7c15u;
+    key ^= static_cast<uint64_t>(args.c) + 0x7f4a7c15u + (key << 6) + (key >> 2);
+    return key ^ (static_cast<uint64_t>(args.dtype) << 1) ^ (args.weight != nullptr ? 1u : 0u);
+}
+
+HalfStoresCall BeginHalfStoresCall(const GradKernelArgs &args) {
+    if (args.dtype == ACL_FLOAT || g_half_stores.load(std::memory_order_relaxed) != HalfStores::kMeasured ||
+        !ReachesStreamingThresholds(args)) {
+        return HalfStoresCall{false, {false, false}};
+    }
+    return HalfStoresCall{true, g_half_stores_chooser.Choose()};
+}
+
+void EndHalfStoresCall(const HalfStoresCall &call, const GradKernelArgs &args, double seconds) {
+    if (!call.measured) return;
+    const double bytes = static_cast<double>(args.n) * static_cast<double>(args.c) * 2.0;
+    g_half_stores_chooser.Record(call.trial, HalfStoresKey(args), seconds / bytes);
 }
 
 void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight) {

@@ -2,7 +2,9 @@
 #ifndef OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_HWY_SHARED_H_
 #define OPENACLNN_OPS_CROSS_ENTROPY_KERNELS_GRAD_HWY_SHARED_H_
 
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "ops/cross_entropy/kernels/grad_kernel.h"
@@ -10,26 +12,66 @@
 namespace openaclnn::cross_entropy {
 
 // Whether the kernel writes with streaming (non-temporal) stores: when the output is larger than the last-level
-// cache could keep anyway and its rows are long, and for fp16/bf16 outputs only on CPUs where that measured faster
-// (StreamingThresholds::half_types). The choice changes only speed, never a value.
+// cache could keep anyway and its rows are long, and for fp16/bf16 outputs as StreamingThresholds::half_stores says.
+// The choice changes only speed, never a value.
 bool UseStreamingStores(const GradKernelArgs &args);
 
 // The same for fp32 rows with weights done in groups (RunWeightedRows): from the output threshold on, whatever the
 // rows' length, the groups' peels and tails costing less than the single rows' do.
 bool UseStreamingStoresForRowGroups(const GradKernelArgs &args);
 
+// How fp16/bf16 outputs that reach the thresholds are stored: with regular stores, with streaming ones, or with the
+// kind that measures faster on the machine at the time (the default; HalfStoresChooser).
+enum class HalfStores { kRegular, kStreaming, kMeasured };
+
 // From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached); and
-// whether fp16 and bf16 outputs stream at all (by default not on AMD Zen 5, where they measured slower; see
-// grad_hwy.cpp).
+// how the 16-bit outputs that reach them are stored.
 struct StreamingThresholds {
     uint64_t output_bytes;
     uint64_t row_bytes;
-    bool half_types;
+    HalfStores half_stores;
 };
 
-// Sets the thresholds ({0, 0, true}: always stream; {UINT64_MAX, ...}: never); returns the old ones. For tests and
-// measurements.
+// Sets the thresholds ({0, 0, HalfStores::kStreaming}: always stream; {UINT64_MAX, ...}: never); returns the old
+// ones. For tests and measurements.
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds);
+
+// The store kind of the 16-bit calls whose kind is measured (see grad_hwy.cpp for why it is not fixed). Each call
+// runs the current kind, except every kExploreEvery-th (the second, then every 16th after it), which runs the other
+// kind: where that call took less time per byte than the call before it, of the same shape and with the current
+// kind, by more than kMargin, the other kind becomes current. Calls of other shapes in between only update the
+// last sample. Safe to use from concurrent calls (a lost update at worst delays a switch).
+class HalfStoresChooser {
+public:
+    static constexpr uint64_t kExploreEvery = 16;
+    static constexpr double kMargin = 0.02;
+    struct Trial {
+        bool stream;   // the kind this call runs
+        bool explore;  // whether it is the other kind, on trial
+    };
+    Trial Choose();
+    // key: the call's shape (HalfStoresKey); seconds_per_byte: its time over its output's bytes.
+    void Record(const Trial &trial, uint64_t key, double seconds_per_byte);
+    bool Streaming() const { return stream_.load(std::memory_order_relaxed); }
+
+private:
+    std::atomic<uint64_t> calls_{0};
+    std::atomic<bool> stream_{true};  // the kind that measured faster on the reference machines (grad_hwy.cpp)
+    std::atomic<uint64_t> last_key_{0};
+    std::atomic<double> last_cost_{0.0};
+};
+
+// A call's shape for HalfStoresChooser: N, C, the dtype and whether it has weights.
+uint64_t HalfStoresKey(const GradKernelArgs &args);
+
+// For RunGradPlan: whether the call's 16-bit store kind is measured, and the kind it runs (BeginHalfStoresCall,
+// before the kernel: set args.stream_half_types = trial.stream); then its time (EndHalfStoresCall).
+struct HalfStoresCall {
+    bool measured;
+    HalfStoresChooser::Trial trial;
+};
+HalfStoresCall BeginHalfStoresCall(const GradKernelArgs &args);
+void EndHalfStoresCall(const HalfStoresCall &call, const GradKernelArgs &args, double seconds);
 
 // The fast path's window on 16-bit inputs (FastWindow::input_limit, grad_hwy-inl.h), for a row whose a has the
 // exponent e in [-124, 125] and an input of dtype (fp16 or bf16): the storage bits, read as an int16_t, of the
