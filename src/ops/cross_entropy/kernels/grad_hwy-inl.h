@@ -45,10 +45,11 @@
 //    truncates; both in common/hwy_float_convert-inl.h). The kernel hwy:AVX3_BF16 rounds bf16 with the AVX-512 BF16
 //    instruction instead, which flushes subnormals, only where no value can be subnormal (StoreBf16PairsNative).
 //
-// Memory: one read of logProb and one write of out per element. Outputs larger than the caches, with long rows, are
-// written with streaming (non-temporal) stores, which skip the read-for-ownership of the output lines
-// (UseStreamingStores, grad_hwy.cpp); they store whole aligned vectors (bf16: whole pairs) after a peel of the row's
-// first elements, and give the same bits as regular stores.
+// Memory: one read of logProb and one write of out per element. Outputs larger than the caches, with long rows, may
+// be written with streaming (non-temporal) stores, which skip the read-for-ownership of the output lines
+// (UseStreamingStores, grad_hwy.cpp: fp32 always, fp16/bf16 where a call's measured time says they pay); they store
+// whole aligned vectors (bf16: whole pairs) after a peel of the row's first elements, and give the same bits as
+// regular stores.
 
 #if defined(OPENACLNN_GRAD_HWY_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef OPENACLNN_GRAD_HWY_INL_H_
