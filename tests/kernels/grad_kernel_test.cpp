@@ -677,11 +677,13 @@ TEST(GradStreamingChoice, OnlyLarge16BitCallsAreMeasured) {
     EXPECT_FALSE(BeginHalfStoresCall(args).measured);
 }
 
-// The chooser's rule: the second call and every kExploreEvery-th after it try the other kind, which takes over where
-// it beat the call before it (same shape, current kind) by more than the margin.
+// The chooser's rule: kTrialCalls calls in a row every kExploreEvery (from the second call on) try the other kind,
+// which takes over where each of them beat the faster of the current kind's last two calls by more than the margin.
 TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
     constexpr uint64_t kEvery = HalfStoresChooser::kExploreEvery;
+    constexpr uint64_t kTrials = HalfStoresChooser::kTrialCalls;
     constexpr double kMargin = HalfStoresChooser::kMargin;
+    const auto on_trial = [](uint64_t call) { return call % kEvery >= 1 && call % kEvery <= kTrials; };
     // Runs `calls` calls of shape key with the given costs per kind; returns the kinds they ran.
     const auto run = [](HalfStoresChooser &chooser, uint64_t calls, uint64_t key, double regular, double stream) {
         std::vector<bool> kinds;
@@ -693,43 +695,69 @@ TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
         return kinds;
     };
     {
-        HalfStoresChooser chooser;  // streaming first; regular clearly faster
+        HalfStoresChooser chooser;  // streaming first; regular clearly faster: it takes over after its first trials
         const std::vector<bool> kinds = run(chooser, 3 * kEvery, 7, 1.0, 1.25);
-        EXPECT_TRUE(kinds[0]);
-        // Regular from call 1 (its trial) on; streaming again only on the later trials.
-        for (uint64_t k = 1; k < kinds.size(); ++k) EXPECT_EQ(k > 1 && k % kEvery == 1, kinds[k]) << "call " << k;
+        for (uint64_t k = 0; k < kinds.size(); ++k) {
+            EXPECT_EQ(k == 0 || (k > kEvery && on_trial(k)), kinds[k]) << "call " << k;
+        }
         EXPECT_FALSE(chooser.Streaming());
-        // The machine changes: streaming becomes clearly faster; the next trial switches back.
-        const std::vector<bool> later = run(chooser, kEvery, 7, 1.25, 1.0);
-        const uint64_t trial = (kEvery + 1 - 3 * kEvery % kEvery) % kEvery;  // the call with number % kEvery == 1
-        for (uint64_t k = 0; k < later.size(); ++k) EXPECT_EQ(k >= trial, later[k]) << "later call " << k;
+        // The machine changes: streaming becomes clearly faster. The first trials still compare with a regular call
+        // from before the change (the faster of the last two); the next ones switch.
+        const std::vector<bool> later = run(chooser, 2 * kEvery, 7, 1.25, 1.0);
+        for (uint64_t k = 0; k < later.size(); ++k) {
+            EXPECT_EQ(on_trial(k) || k > kEvery + kTrials, later[k]) << "later call " << k;
+        }
         EXPECT_TRUE(chooser.Streaming());
     }
     {
         HalfStoresChooser chooser;  // regular faster, but within the margin: streaming stays
         const std::vector<bool> kinds = run(chooser, 2 * kEvery, 7, 1.0 - kMargin / 2, 1.0);
-        for (uint64_t k = 0; k < kinds.size(); ++k) EXPECT_EQ(k % kEvery != 1, kinds[k]) << "call " << k;
+        for (uint64_t k = 0; k < kinds.size(); ++k) EXPECT_EQ(!on_trial(k), kinds[k]) << "call " << k;
         EXPECT_TRUE(chooser.Streaming());
     }
     {
-        HalfStoresChooser chooser;  // the trial's shape differs from the call before it: no comparison, no switch
-        HalfStoresChooser::Trial first = chooser.Choose();
-        chooser.Record(first, 7, 1.0);
-        HalfStoresChooser::Trial second = chooser.Choose();
-        ASSERT_TRUE(second.explore);
-        ASSERT_FALSE(second.stream);
-        chooser.Record(second, 8, 0.5);
+        HalfStoresChooser chooser;  // single outliers do not switch
+        HalfStoresChooser::Trial trial = chooser.Choose();
+        EXPECT_FALSE(chooser.Record(trial, 7, 1.0));
+        trial = chooser.Choose();  // trial 1: much faster
+        ASSERT_TRUE(trial.explore);
+        ASSERT_FALSE(trial.stream);
+        EXPECT_FALSE(chooser.Record(trial, 7, 0.5));
+        trial = chooser.Choose();  // trial 2: no faster
+        ASSERT_TRUE(trial.explore);
+        EXPECT_FALSE(chooser.Record(trial, 7, 1.0));
         EXPECT_TRUE(chooser.Streaming());
-        // A later trial of the same shape as the call before it does switch.
-        run(chooser, kEvery - 2, 7, 0.5, 1.0);  // calls 2 .. kEvery - 1: streaming, shape 7
-        run(chooser, 2, 7, 0.5, 1.0);           // calls kEvery (streaming) and kEvery + 1 (trial)
+        // One slow call of the current kind before the trials: the one before it is the comparison.
+        run(chooser, kEvery - kTrials - 1, 7, 0.5, 1.0);  // up to the last call but one before the next trials
+        run(chooser, 1, 7, 0.5, 2.0);                     // the last: slow
+        trial = chooser.Choose();
+        ASSERT_TRUE(trial.explore);
+        EXPECT_FALSE(chooser.Record(trial, 7, 1.0));
+        trial = chooser.Choose();
+        EXPECT_FALSE(chooser.Record(trial, 7, 1.0));
+        EXPECT_TRUE(chooser.Streaming());
+        // Trials of another shape than the calls before them: no comparison, no switch.
+        run(chooser, kEvery - kTrials, 7, 0.5, 1.0);
+        for (uint64_t k = 0; k < kTrials; ++k) {
+            trial = chooser.Choose();
+            ASSERT_TRUE(trial.explore);
+            EXPECT_FALSE(chooser.Record(trial, 8, 0.5));
+        }
+        EXPECT_TRUE(chooser.Streaming());
+        // And trials of the same shape that win every time do switch, on the last of them.
+        run(chooser, kEvery - kTrials, 7, 0.5, 1.0);
+        for (uint64_t k = 0; k < kTrials; ++k) {
+            trial = chooser.Choose();
+            ASSERT_TRUE(trial.explore);
+            EXPECT_EQ(k + 1 == kTrials, chooser.Record(trial, 7, 0.5)) << "trial " << k;
+        }
         EXPECT_FALSE(chooser.Streaming());
     }
 }
 
 // The measured store kind changes no bit: 16-bit calls through the plan (thresholds lowered so that they are
-// measured), kExploreEvery of them in a row, so that both kinds run (one of any kExploreEvery calls in a row is the
-// other kind's trial), against regular stores throughout, on every kernel.
+// measured), kExploreEvery of them in a row, so that both kinds run (any kExploreEvery calls in a row hold the other
+// kind's trials), against regular stores throughout, on every kernel.
 TEST(GradStreamingChoice, MeasuredCallsGiveRegularBits) {
     StreamingThresholdsRestore restore;
     uint32_t seed = 4100;

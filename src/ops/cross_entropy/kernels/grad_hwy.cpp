@@ -24,6 +24,7 @@
 #include "common/float_convert.h"
 #include "ops/common/element_access.h"
 #include "kernels/grad_hwy_shared.h"
+#include "runtime/runtime.h"
 
 namespace openaclnn::cross_entropy {
 
@@ -91,21 +92,34 @@ StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
 }
 
 HalfStoresChooser::Trial HalfStoresChooser::Choose() {
-    const uint64_t call = calls_.fetch_add(1, std::memory_order_relaxed);
-    const bool explore = call % kExploreEvery == 1;
+    const uint64_t phase = calls_.fetch_add(1, std::memory_order_relaxed) % kExploreEvery;
+    const bool explore = phase >= 1 && phase <= kTrialCalls;
     const bool current = stream_.load(std::memory_order_relaxed);
     return Trial{explore ? !current : current, explore};
 }
 
-void HalfStoresChooser::Record(const Trial &trial, uint64_t key, double seconds_per_byte) {
-    if (trial.explore) {
-        const double last = last_cost_.load(std::memory_order_relaxed);
-        const bool comparable = key == last_key_.load(std::memory_order_relaxed) && last > 0.0;
-        if (!comparable || !(seconds_per_byte < last * (1.0 - kMargin))) return;  // the current kind stays
-        stream_.store(trial.stream, std::memory_order_relaxed);
+bool HalfStoresChooser::Record(const Trial &trial, uint64_t key, double seconds_per_byte) {
+    const bool same_shape = key == key_.load(std::memory_order_relaxed);
+    if (!trial.explore) {
+        previous_cost_.store(same_shape ? last_cost_.load(std::memory_order_relaxed) : 0.0, std::memory_order_relaxed);
+        last_cost_.store(seconds_per_byte, std::memory_order_relaxed);
+        key_.store(key, std::memory_order_relaxed);
+        trial_wins_.store(0, std::memory_order_relaxed);
+        return false;
     }
-    last_key_.store(key, std::memory_order_relaxed);
+    const double last = last_cost_.load(std::memory_order_relaxed);
+    const double previous = previous_cost_.load(std::memory_order_relaxed);
+    const double best = previous > 0.0 && previous < last ? previous : last;
+    const bool won = same_shape && best > 0.0 && seconds_per_byte < best * (1.0 - kMargin);
+    const uint64_t wins = won ? trial_wins_.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+    if (!won) trial_wins_.store(0, std::memory_order_relaxed);
+    if (wins < kTrialCalls) return false;
+    // The trial's kind is current; its samples start with this call.
+    stream_.store(trial.stream, std::memory_order_relaxed);
+    previous_cost_.store(0.0, std::memory_order_relaxed);
     last_cost_.store(seconds_per_byte, std::memory_order_relaxed);
+    trial_wins_.store(0, std::memory_order_relaxed);
+    return true;
 }
 
 uint64_t HalfStoresKey(const GradKernelArgs &args) {
@@ -126,7 +140,15 @@ HalfStoresCall BeginHalfStoresCall(const GradKernelArgs &args) {
 void EndHalfStoresCall(const HalfStoresCall &call, const GradKernelArgs &args, double seconds) {
     if (!call.measured) return;
     const double bytes = static_cast<double>(args.n) * static_cast<double>(args.c) * 2.0;
-    g_half_stores_chooser.Record(call.trial, HalfStoresKey(args), seconds / bytes);
+    const bool switched = g_half_stores_chooser.Record(call.trial, HalfStoresKey(args), seconds / bytes);
+    const char *kind = call.trial.stream ? "streaming" : "regular";
+    if (switched && LogLevel() >= 1) {
+        Log(1, "cross-entropy grad: 16-bit stores now %s (its trial: %.3f ns per output byte)", kind,
+            1e9 * seconds / bytes);
+    } else if (LogLevel() >= 2) {
+        Log(2, "cross-entropy grad: 16-bit stores %s%s, %.3f ns per output byte", kind,
+            call.trial.explore ? " (trial)" : "", 1e9 * seconds / bytes);
+    }
 }
 
 void StoreExactElement(aclDataType dtype, float x, void *out, double a, double b, double weight) {

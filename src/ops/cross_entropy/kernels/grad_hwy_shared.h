@@ -37,28 +37,33 @@ struct StreamingThresholds {
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds);
 
 // The store kind of the 16-bit calls whose kind is measured (see grad_hwy.cpp for why it is not fixed). Each call
-// runs the current kind, except every kExploreEvery-th (the second, then every 16th after it), which runs the other
-// kind: where that call took less time per byte than the call before it, of the same shape and with the current
-// kind, by more than kMargin, the other kind becomes current. Calls of other shapes in between only update the
-// last sample. Safe to use from concurrent calls (a lost update at worst delays a switch).
+// runs the current kind, except kTrialCalls calls in a row every kExploreEvery (the second and third, then the 34th
+// and 35th, ...), which run the other kind on trial. The other kind becomes current where each of its trial calls took
+// less time per byte, by more than kMargin, than the faster of the last two calls of the current kind before them,
+// all of the same shape: one slow call on either side cannot switch it. Calls of another shape start the comparison
+// afresh. Safe to use from concurrent calls (a lost update at worst delays or skips a switch).
 class HalfStoresChooser {
 public:
-    static constexpr uint64_t kExploreEvery = 16;
+    static constexpr uint64_t kExploreEvery = 32;
+    static constexpr uint64_t kTrialCalls = 2;
     static constexpr double kMargin = 0.02;
     struct Trial {
         bool stream;   // the kind this call runs
         bool explore;  // whether it is the other kind, on trial
     };
     Trial Choose();
-    // key: the call's shape (HalfStoresKey); seconds_per_byte: its time over its output's bytes.
-    void Record(const Trial &trial, uint64_t key, double seconds_per_byte);
+    // key: the call's shape (HalfStoresKey); seconds_per_byte: its time over its output's bytes. Returns whether the
+    // trial's kind became current.
+    bool Record(const Trial &trial, uint64_t key, double seconds_per_byte);
     bool Streaming() const { return stream_.load(std::memory_order_relaxed); }
 
 private:
     std::atomic<uint64_t> calls_{0};
     std::atomic<bool> stream_{true};  // the kind that measured faster on the reference machines (grad_hwy.cpp)
-    std::atomic<uint64_t> last_key_{0};
-    std::atomic<double> last_cost_{0.0};
+    std::atomic<uint64_t> key_{0};    // the shape of the samples below
+    std::atomic<double> last_cost_{0.0};      // the current kind's last call (0: none)
+    std::atomic<double> previous_cost_{0.0};  // and the one before it
+    std::atomic<uint64_t> trial_wins_{0};     // trial calls in a row that beat them
 };
 
 // A call's shape for HalfStoresChooser: N, C, the dtype and whether it has weights.
