@@ -694,6 +694,19 @@ TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
         }
         return kinds;
     };
+    // Runs the kTrials trial calls that come next, each of shape key and the given cost; returns what Record said.
+    const auto trials = [](HalfStoresChooser &chooser, uint64_t key, double cost) {
+        std::vector<bool> switched;
+        for (uint64_t k = 0; k < kTrials; ++k) {
+            const HalfStoresChooser::Trial trial = chooser.Choose();
+            EXPECT_TRUE(trial.explore) << "trial " << k;
+            switched.push_back(chooser.Record(trial, key, cost));
+        }
+        return switched;
+    };
+    const std::vector<bool> no_switch(kTrials, false);
+    std::vector<bool> switch_on_last = no_switch;
+    switch_on_last.back() = true;
     {
         HalfStoresChooser chooser;  // streaming first; regular clearly faster: it takes over after its first trials
         const std::vector<bool> kinds = run(chooser, 3 * kEvery, 7, 1.0, 1.25);
@@ -730,27 +743,15 @@ TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
         // One slow call of the current kind before the trials: the one before it is the comparison.
         run(chooser, kEvery - kTrials - 1, 7, 0.5, 1.0);  // up to the last call but one before the next trials
         run(chooser, 1, 7, 0.5, 2.0);                     // the last: slow
-        trial = chooser.Choose();
-        ASSERT_TRUE(trial.explore);
-        EXPECT_FALSE(chooser.Record(trial, 7, 1.0));
-        trial = chooser.Choose();
-        EXPECT_FALSE(chooser.Record(trial, 7, 1.0));
+        EXPECT_EQ(no_switch, trials(chooser, 7, 1.0));
         EXPECT_TRUE(chooser.Streaming());
         // Trials of another shape than the calls before them: no comparison, no switch.
         run(chooser, kEvery - kTrials, 7, 0.5, 1.0);
-        for (uint64_t k = 0; k < kTrials; ++k) {
-            trial = chooser.Choose();
-            ASSERT_TRUE(trial.explore);
-            EXPECT_FALSE(chooser.Record(trial, 8, 0.5));
-        }
+        EXPECT_EQ(no_switch, trials(chooser, 8, 0.5));
         EXPECT_TRUE(chooser.Streaming());
         // And trials of the same shape that win every time do switch, on the last of them.
         run(chooser, kEvery - kTrials, 7, 0.5, 1.0);
-        for (uint64_t k = 0; k < kTrials; ++k) {
-            trial = chooser.Choose();
-            ASSERT_TRUE(trial.explore);
-            EXPECT_EQ(k + 1 == kTrials, chooser.Record(trial, 7, 0.5)) << "trial " << k;
-        }
+        EXPECT_EQ(switch_on_last, trials(chooser, 7, 0.5));
         EXPECT_FALSE(chooser.Streaming());
     }
 }

@@ -110,10 +110,11 @@ bool HalfStoresChooser::Record(const Trial &trial, uint64_t key, double seconds_
     const double last = last_cost_.load(std::memory_order_relaxed);
     const double previous = previous_cost_.load(std::memory_order_relaxed);
     const double best = previous > 0.0 && previous < last ? previous : last;
-    const bool won = same_shape && best > 0.0 && seconds_per_byte < best * (1.0 - kMargin);
-    const uint64_t wins = won ? trial_wins_.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
-    if (!won) trial_wins_.store(0, std::memory_order_relaxed);
-    if (wins < kTrialCalls) return false;
+    if (!same_shape || !(best > 0.0) || !(seconds_per_byte < best * (1.0 - kMargin))) {
+        trial_wins_.store(0, std::memory_order_relaxed);
+        return false;
+    }
+    if (trial_wins_.fetch_add(1, std::memory_order_relaxed) + 1 < kTrialCalls) return false;
     // The trial's kind is current; its samples start with this call.
     stream_.store(trial.stream, std::memory_order_relaxed);
     previous_cost_.store(0.0, std::memory_order_relaxed);
@@ -139,15 +140,15 @@ HalfStoresCall BeginHalfStoresCall(const GradKernelArgs &args) {
 
 void EndHalfStoresCall(const HalfStoresCall &call, const GradKernelArgs &args, double seconds) {
     if (!call.measured) return;
-    const double bytes = static_cast<double>(args.n) * static_cast<double>(args.c) * 2.0;
-    const bool switched = g_half_stores_chooser.Record(call.trial, HalfStoresKey(args), seconds / bytes);
+    const double seconds_per_byte = seconds / (static_cast<double>(args.n) * static_cast<double>(args.c) * 2.0);
+    const bool switched = g_half_stores_chooser.Record(call.trial, HalfStoresKey(args), seconds_per_byte);
     const char *kind = call.trial.stream ? "streaming" : "regular";
     if (switched && LogLevel() >= 1) {
         Log(1, "cross-entropy grad: 16-bit stores now %s (its trial: %.3f ns per output byte)", kind,
-            1e9 * seconds / bytes);
+            1e9 * seconds_per_byte);
     } else if (LogLevel() >= 2) {
         Log(2, "cross-entropy grad: 16-bit stores %s%s, %.3f ns per output byte", kind,
-            call.trial.explore ? " (trial)" : "", 1e9 * seconds / bytes);
+            call.trial.explore ? " (trial)" : "", 1e9 * seconds_per_byte);
     }
 }
 
