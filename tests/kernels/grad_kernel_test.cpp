@@ -573,6 +573,14 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
                     }
                     p.rows[0] = p.rows[n - 1] = GradRowCoefficients{0, 0, 0, -1, kRowZero, 0};
                     p.rows[2] = GradRowCoefficients{NAN, NAN, 0.0, -1, kRowCompute, 0};
+                    // Targets at a row's last column and the next row's first: both in one vector where rows
+                    // straddle vectors.
+                    p.rows[3].col = c - 1;
+                    p.rows[4].col = 0;
+                    if (shape >= 2) {
+                        p.rows[10].col = c - 1;
+                        p.rows[11].col = 0;
+                    }
                     p.rows[5].b = 0.0;
                     if (double_row) p.rows[6].a = 0x1p-130;
                     const double extremes[] = {-200.0, -100.0, -INFINITY, NAN, 100.0};

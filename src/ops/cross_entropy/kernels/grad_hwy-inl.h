@@ -1633,17 +1633,19 @@ HWY_INLINE VD ExpDoubleV(DD dd, VD x) {
     return hn::IfThenElse(hn::IsNaN(x), hn::Add(x, x), e);
 }
 
-// The target elements of a chunk of packed rows (GradRowsPacked), gathered while its rows' coefficients are laid out
-// (their inputs read then, before the chunk's run may overwrite them where out is logProb) and computed together after
-// the run, kCapacity at most, over vectors of doubles: StoreTarget's expression, operation for operation, so the same
-// bits. One at a time, the library exp and the call around it were a quarter of 16384 x 10's time.
+// Target elements computed together, kCapacity at most, over vectors of doubles: StoreTarget's expression,
+// operation for operation, so the same bits. The packed rows (GradRowsPacked) gather a chunk's while its rows'
+// coefficients are laid out (their inputs read then, before the chunk's run may overwrite them where out is logProb)
+// and store them after the run: one at a time, the library exp and the call around it were a quarter of 16384 x 10's
+// time. The longer rows gather kRowTargets rows' (GradTileContiguous, DeferredTargets): one at a time, ExpDouble's
+// chain of dependent operations was 30% of the kernel's perf samples at 65536 x 1000 bf16 and 13% in fp32.
 constexpr size_t kPackedMaxChunkRows = 256;
+constexpr size_t kRowTargets = 16;
 
-template <aclDataType kType>
+template <aclDataType kType, size_t kCapacity = kPackedMaxChunkRows>
 class TargetBatch {
 public:
     using T = typename Storage<kType>::T;
-    static constexpr size_t kCapacity = kPackedMaxChunkRows;
 
     HWY_INLINE void Add(T x, const GradRowCoefficients &row, double weight, T *out) {
         x_[count_] = LoadElement<kType>(&x, 0);
@@ -1656,9 +1658,11 @@ public:
     }
 
     HWY_INLINE void Clear() { count_ = 0; }
+    HWY_INLINE bool Full() const { return count_ == kCapacity; }
 
-    // Computes and stores the elements added since Clear.
-    HWY_INLINE void Flush() {
+    // Computes the elements added since Clear and returns their values in the order added (before their rounding to
+    // kType); the batch is then empty.
+    HWY_INLINE const double *Compute() {
         const DD dd;
         const size_t lanes = hn::Lanes(dd);
         for (size_t i = count_; i % lanes != 0; ++i) x_[i] = a_[i] = b_[i] = g_[i] = w_[i] = 0.0;
@@ -1668,8 +1672,15 @@ public:
             value = hn::Sub(value, hn::Load(dd, g_ + i));
             hn::Store(value, dd, x_ + i);
         }
-        for (size_t i = 0; i < count_; ++i) StoreElement<kType>(out_[i], 0, x_[i]);
         count_ = 0;
+        return x_;
+    }
+
+    // Computes and stores the elements added since Clear.
+    HWY_INLINE void Flush() {
+        const size_t count = count_;
+        const double *values = Compute();
+        for (size_t i = 0; i < count; ++i) StoreElement<kType>(out_[i], 0, values[i]);
     }
 
 private:
@@ -1901,7 +1912,7 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
     // Rows per chunk: as many as kPackedChunk elements and the target batch hold, a whole number of vectors where the
     // lane count allows it, so that only the tile's last chunk ends in a partial vector.
     const size_t whole = lanes / std::gcd(c, lanes);
-    size_t chunk_rows = HWY_MIN(kPackedChunk / c, TargetBatch<kType>::kCapacity);
+    size_t chunk_rows = HWY_MIN(kPackedChunk / c, kPackedMaxChunkRows);
     if (chunk_rows >= whole) chunk_rows -= chunk_rows % whole;
     const size_t tile_rows = static_cast<size_t>(tile.row_end - tile.row_begin);
     // The weights repeated row after row, as far as a chunk reaches (its last vector included).
@@ -1920,7 +1931,7 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
     PackedCoefficients coef;
     coef.LayOut(c, lanes, (HWY_MIN(chunk_rows, tile_rows) * c + lanes - 1) / lanes);
     TargetBatch<kType> batch;
-    uint32_t zero_rows[TargetBatch<kType>::kCapacity];
+    uint32_t zero_rows[kPackedMaxChunkRows];
     for (size_t r0 = 0; r0 < tile_rows; r0 += chunk_rows) {
         const size_t rows = HWY_MIN(chunk_rows, tile_rows - r0);
         const GradRowCoefficients *chunk = args.rows + tile.row_begin + static_cast<int64_t>(r0);
@@ -1987,14 +1998,58 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 // before (RowSegmentsWeighted: four short streams in and out at once, each row's first and last vectors partial),
 // took 0.80x the time this way (65536 x 1000 smoothed+weighted, 1.40x the copy's time -> 1.13x; ab_libs, 7 rounds).
 
+// The whole vectors of FlatStreamedRows that hold a target element, kRowTargets at most, kept aside until their
+// target elements are computed together (TargetBatch: StoreTarget's bits), then streamed, out of order (each a whole
+// aligned vector; where a vector is half a cache line, AVX2, the line's other
+// half reaches memory apart). A target element's input is read when its vector is computed, before anything is
+// stored there, so also where out is logProb. One target at a time, the exp in double, a chain of dependent operations
+// that held up the vector's store, was 13% of the kernel's perf samples at 65536 x 1000 fp32 plain; computed ahead
+// for the next rows, its inputs' loads missed the caches and held up the loop instead (1.10-1.17x the time).
+class DeferredTargets {
+public:
+    // A vector's values, to be stored at out (a whole aligned vector) once its targets are in: the caller stores them
+    // at the pointer returned, then adds the vector's targets (AddTarget).
+    HWY_INLINE float *Reserve(float *out) {
+        out_[vectors_] = out;
+        return values_[vectors_++];
+    }
+    // The last reserved vector's lane holds the target element of row, input x.
+    HWY_INLINE void AddTarget(size_t lane, float x, const GradRowCoefficients &row, double weight) {
+        lane_[targets_++] = (vectors_ - 1) * kPackedLanesMax + lane;
+        batch_.Add(x, row, weight, nullptr);
+    }
+    HWY_INLINE bool Full() const { return vectors_ == kRowTargets; }
+
+    // Computes the targets and stores every reserved vector.
+    HWY_NOINLINE void Flush() {
+        const DF df;
+        const double *values = batch_.Compute();
+        for (size_t t = 0; t < targets_; ++t) {
+            values_[lane_[t] / kPackedLanesMax][lane_[t] % kPackedLanesMax] = static_cast<float>(values[t]);
+        }
+        for (size_t v = 0; v < vectors_; ++v) {
+            hn::Stream(hn::Load(df, values_[v]), df, out_[v]);
+        }
+        vectors_ = targets_ = 0;
+    }
+
+private:
+    alignas(HWY_MAX_BYTES) float values_[kRowTargets][kPackedLanesMax];
+    float *out_[kRowTargets];
+    size_t lane_[2 * kRowTargets];  // each target's vector * kPackedLanesMax + lane (a vector may hold two)
+    size_t vectors_ = 0, targets_ = 0;
+    TargetBatch<ACL_FLOAT, 2 * kRowTargets> batch_;
+};
+
 // count <= lanes elements at in/out, the first k of them in row0 (columns col0 on) and the others in row1 (columns 0
 // on): the general path of the exp, each lane with its row's a and b (and its column's weight, kWeightBias); lanes of
 // rows of kind kRowZero +0, and a row's target element, where it lies in the vector, StoreTarget's value (its input
-// read before the vector is stored, so also where out is logProb). Whole aligned vectors stream where `stream`.
+// read before the vector is stored, so also where out is logProb). Whole aligned vectors stream where `stream`; those
+// with a target element go through deferred.
 template <BiasKind kBias>
 HWY_NOINLINE void FlatBoundaryVector(const GradKernelArgs &args, const float *in, float *out, size_t count, size_t k,
                                      const GradRowCoefficients &row0, size_t col0, const GradRowCoefficients &row1,
-                                     bool stream) {
+                                     DeferredTargets &deferred, bool stream) {
     const DF df;
     const size_t lanes = hn::Lanes(df);
     const auto first = hn::FirstN(df, k);
@@ -2018,17 +2073,29 @@ HWY_NOINLINE void FlatBoundaryVector(const GradKernelArgs &args, const float *in
     const auto zero0 = row0.kind == kRowZero ? first : none;
     const auto zero1 = row1.kind == kRowZero ? hn::Not(first) : none;
     value = hn::IfThenZeroElse(hn::Or(zero0, zero1), value);
-    // The row's target element, if among its lanes [lane, lane + n) (columns col on).
-    const auto target = [&](const GradRowCoefficients &row, size_t lane, size_t col, size_t n) {
+    // The lane of the row's target element, if among its lanes [lane, lane + n) (columns col on); else lanes.
+    const auto target_lane = [&](const GradRowCoefficients &row, size_t lane, size_t col, size_t n) {
         if (row.kind == kRowZero || row.col < static_cast<int64_t>(col) || row.col >= static_cast<int64_t>(col + n)) {
-            return;
+            return lanes;
         }
-        const size_t at = lane + static_cast<size_t>(row.col) - col;
-        const double weight = TargetWeight(args, row);
-        value = hn::InsertLane(value, at, static_cast<float>(TargetValue(in[at], row, weight)));
+        return lane + static_cast<size_t>(row.col) - col;
     };
-    target(row0, 0, col0, HWY_MIN(k, count));
-    if (k < count) target(row1, k, 0, count - k);
+    const size_t at0 = target_lane(row0, 0, col0, HWY_MIN(k, count));
+    const size_t at1 = k < count ? target_lane(row1, k, 0, count - k) : lanes;
+    if (whole && stream && (at0 < lanes || at1 < lanes)) {
+        hn::Store(value, df, deferred.Reserve(out));
+        if (at0 < lanes) deferred.AddTarget(at0, in[at0], row0, TargetWeight(args, row0));
+        if (at1 < lanes) deferred.AddTarget(at1, in[at1], row1, TargetWeight(args, row1));
+        if (deferred.Full()) deferred.Flush();
+        return;
+    }
+    const auto insert = [&](size_t at, const GradRowCoefficients &row) {
+        if (at < lanes) {
+            value = hn::InsertLane(value, at, static_cast<float>(TargetValue(in[at], row, TargetWeight(args, row))));
+        }
+    };
+    insert(at0, row0);
+    insert(at1, row1);
     if (whole && stream) {
         hn::Stream(value, df, out);
     } else if (whole) {
@@ -2099,8 +2166,9 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
     const GradRowCoefficients none{0.0, 0.0, 0.0, -1, kRowZero, 0};
     // The elements before the first aligned vector (StreamPeel: fewer than a vector, all in the first row, C being at
     // least two vectors).
+    DeferredTargets deferred;
     size_t e = HWY_MIN(StreamPeel(out), end);
-    if (e > 0) FlatBoundaryVector<kBias>(args, in, out, e, e, rows[0], 0, none, false);
+    if (e > 0) FlatBoundaryVector<kBias>(args, in, out, e, e, rows[0], 0, none, deferred, false);
     size_t r = 0;  // the row of element e
     while (e < end) {
         const size_t row_start = r * c;
@@ -2142,7 +2210,7 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
                 const size_t q0 = v / c;
                 const size_t in_row = HWY_MIN(lanes, (q0 + 1) * c - v);  // lanes in row q0; the rest in row q0 + 1
                 FlatBoundaryVector<kBias>(args, in + row_start + v, out + row_start + v, lanes, in_row, rows[r + q0],
-                                          v - q0 * c, in_row < lanes ? rows[r + q0 + 1] : none, kCanStream);
+                                          v - q0 * c, in_row < lanes ? rows[r + q0 + 1] : none, deferred, kCanStream);
                 j = v + lanes;
             }
             loop(whole_end);
@@ -2154,11 +2222,12 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
             const size_t count = HWY_MIN(lanes, end - e);
             const bool last = last_row + 1 == tile_rows;
             FlatBoundaryVector<kBias>(args, in + e, out + e, count, run_end - e, rows[last_row], e - last_row * c,
-                                      last ? none : rows[last_row + 1], kCanStream);
+                                      last ? none : rows[last_row + 1], deferred, kCanStream);
             e += count;
         }
         r += run;
     }
+    deferred.Flush();
 }
 
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
@@ -2185,10 +2254,10 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const auto out_row = [&](int64_t i) {
         return out_base + i * args.out_row_stride + tile.col_begin * args.out_col_stride;
     };
-    // The target column is recomputed in double after its row (store_target; FlatStreamedRows puts it into its vector
-    // instead). Its input is read after the row too, from the cache (target_before, target_after), except where out is
-    // logProb: there it is read before the row overwrites it. Read before, it was a cache miss ahead of the row's
-    // loads (65536 x 1000 fp32: about 0.1 us a row).
+    // The target column is recomputed in double after its row, kRowTargets rows' together (store_target, targets;
+    // FlatStreamedRows puts it into its vector instead). Its input is read after the row too, from the cache
+    // (target_before, target_after), except where out is logProb: there it is read before the row overwrites it. Read
+    // before, it was a cache miss ahead of the row's loads (65536 x 1000 fp32: about 0.1 us a row).
     struct TargetInput {
         bool present;
         T x;
@@ -2198,11 +2267,12 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         const bool present = col >= tile.col_begin && col < tile.col_end;
         return TargetInput{present, present ? in_row(i)[col - tile.col_begin] : T{}};
     };
+    TargetBatch<kType, kRowTargets> targets;  // flushed when full and at the tile's end
     const auto store_target = [&](int64_t i, const TargetInput &target) {
         if (!target.present) return;
         const GradRowCoefficients &row = args.rows[i];
-        const double weight = TargetWeight(args, row);
-        StoreTarget<kType>(&target.x, out_row(i) + (row.col - tile.col_begin), row, weight);
+        targets.Add(target.x, row, TargetWeight(args, row), out_row(i) + (row.col - tile.col_begin));
+        if (targets.Full()) targets.Flush();
     };
     const bool in_place = args.out == args.log_prob;
     const auto target_before = [&](int64_t i) { return in_place ? read_target(i) : TargetInput{false, T{}}; };
@@ -2223,6 +2293,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     if (count == static_cast<size_t>(args.c) && count <= kPackedMaxColumns && args.log_prob_row_stride == args.c &&
         args.out_row_stride == args.c) {
         GradRowsPacked<kType>(args, tile, weights, single_row);
+        targets.Flush();
         return;  // (no streaming stores: rows this short never stream one by one)
     }
     if constexpr (kType == ACL_FLOAT && kCanStream) {
@@ -2313,6 +2384,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         }
         single_row(i);
     }
+    targets.Flush();
     if (stream || stream_groups) hwy::FlushStream();
 }
 
