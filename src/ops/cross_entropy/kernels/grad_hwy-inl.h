@@ -1658,6 +1658,7 @@ public:
     }
 
     HWY_INLINE void Clear() { count_ = 0; }
+    HWY_INLINE size_t Size() const { return count_; }
     HWY_INLINE bool Full() const { return count_ == kCapacity; }
 
     // Computes the elements added since Clear and returns their values in the order added (before their rounding to
@@ -2000,11 +2001,11 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 
 // The whole vectors of FlatStreamedRows that hold a target element, kRowTargets at most, kept aside until their
 // target elements are computed together (TargetBatch: StoreTarget's bits), then streamed, out of order (each a whole
-// aligned vector; where a vector is half a cache line, AVX2, the line's other
-// half reaches memory apart). A target element's input is read when its vector is computed, before anything is
-// stored there, so also where out is logProb. One target at a time, the exp in double, a chain of dependent operations
-// that held up the vector's store, was 13% of the kernel's perf samples at 65536 x 1000 fp32 plain; computed ahead
-// for the next rows, its inputs' loads missed the caches and held up the loop instead (1.10-1.17x the time).
+// aligned vector; where a vector is half a cache line, AVX2, the line's other half reaches memory apart). A target
+// element's input is read when its vector is computed, before anything is stored there, so also where out is logProb.
+// One target at a time, the exp in double, a chain of dependent operations that held up the vector's store, was 13% of
+// the kernel's perf samples at 65536 x 1000 fp32 plain; computed ahead for the next rows, its inputs' loads missed the
+// caches and held up the loop instead (1.10-1.17x the time).
 class DeferredTargets {
 public:
     // A vector's values, to be stored at out (a whole aligned vector) once its targets are in: the caller stores them
@@ -2015,7 +2016,7 @@ public:
     }
     // The last reserved vector's lane holds the target element of row, input x.
     HWY_INLINE void AddTarget(size_t lane, float x, const GradRowCoefficients &row, double weight) {
-        lane_[targets_++] = (vectors_ - 1) * kPackedLanesMax + lane;
+        slot_[batch_.Size()] = &values_[vectors_ - 1][lane];
         batch_.Add(x, row, weight, nullptr);
     }
     HWY_INLINE bool Full() const { return vectors_ == kRowTargets; }
@@ -2023,21 +2024,18 @@ public:
     // Computes the targets and stores every reserved vector.
     HWY_NOINLINE void Flush() {
         const DF df;
+        const size_t targets = batch_.Size();
         const double *values = batch_.Compute();
-        for (size_t t = 0; t < targets_; ++t) {
-            values_[lane_[t] / kPackedLanesMax][lane_[t] % kPackedLanesMax] = static_cast<float>(values[t]);
-        }
-        for (size_t v = 0; v < vectors_; ++v) {
-            hn::Stream(hn::Load(df, values_[v]), df, out_[v]);
-        }
-        vectors_ = targets_ = 0;
+        for (size_t t = 0; t < targets; ++t) *slot_[t] = static_cast<float>(values[t]);
+        for (size_t v = 0; v < vectors_; ++v) hn::Stream(hn::Load(df, values_[v]), df, out_[v]);
+        vectors_ = 0;
     }
 
 private:
     alignas(HWY_MAX_BYTES) float values_[kRowTargets][kPackedLanesMax];
     float *out_[kRowTargets];
-    size_t lane_[2 * kRowTargets];  // each target's vector * kPackedLanesMax + lane (a vector may hold two)
-    size_t vectors_ = 0, targets_ = 0;
+    float *slot_[2 * kRowTargets];  // where each target's value goes (a vector may hold two)
+    size_t vectors_ = 0;
     TargetBatch<ACL_FLOAT, 2 * kRowTargets> batch_;
 };
 
