@@ -619,6 +619,64 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
         }
     }
 }
+// Whole rows with regular stores whose coefficients agree (SameRowScale: every row of a mean without weights) go
+// through the row loop together, up to kRowTargets of them. Against the same rows one tile per row, bit for bit (NaN
+// for NaN), and the reference: every dtype, rows ending on a vector boundary or not, runs broken by an ignored row,
+// a NaN row, a row of other coefficients and a row for the double path, more rows alike than one run takes, targets at
+// a row's last column and the next row's first, in place.
+TEST_P(GradKernelTest, RowsOfOneScaleGiveRowBits) {
+    const GradKernelInfo &kernel = *GetParam();
+    StreamingThresholdsRestore restore;  // regular stores
+    uint32_t seed = 7100;
+    for (aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16, ACL_BF16}) {
+        for (int64_t c : {64, 100, 1000, 1031}) {
+            for (Variant v : {kPlain, kWeighted, kSmoothedWeighted, kZloss, kSmoothed}) {
+                const int64_t n = 45;
+                Problem p = MakeProblem(dtype, n, c, v, ++seed, 0, v == kZloss ? 3 : 0);
+                // Rows 1 to 40 with row 1's coefficients (their own g and target column), but for the ones below.
+                for (int64_t i = 2; i <= 40; ++i) {
+                    p.rows[i].a = p.rows[1].a;
+                    p.rows[i].b = p.rows[1].b;
+                    p.rows[i].kind = p.rows[1].kind;
+                    p.rows[i].flags = p.rows[1].flags;
+                }
+                p.rows[9] = GradRowCoefficients{0, 0, 0, -1, kRowZero, 0};
+                p.rows[12].a = p.rows[12].a * 3.0;
+                p.rows[30] = GradRowCoefficients{NAN, NAN, 0.0, -1, kRowCompute, 0};
+                p.rows[33].a = 0x1p-130;
+                p.rows[4].col = c - 1;
+                p.rows[5].col = 0;
+                p.rows[20].col = c - 1;
+                p.rows[21].col = 0;
+                const double extremes[] = {-200.0, -100.0, -INFINITY, NAN, 100.0};
+                const size_t es = ElementSize(dtype);
+                for (int64_t k = 0; k < 10; ++k) {
+                    StoreFromDouble(dtype, p.in.data() + p.in_offset * es, (k * 7919 + 3) % (n * c), extremes[k % 5]);
+                }
+                const std::string what = std::string(kernel.name) + " dtype=" + std::to_string(dtype) +
+                                         " C=" + std::to_string(c) + " variant=" + std::to_string(v);
+                const std::vector<uint8_t> ref = ReferenceOutput(p);
+                const std::vector<uint8_t> input = p.in;
+                const std::vector<uint8_t> together =
+                    RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+                ExpectMatches(p, together.data(), c, ref, what);
+                p.in = input;
+                Poison(p.out);
+                GradKernelArgs args = p.Args();
+                for (int64_t i = 0; i < n; ++i) kernel.run(args, GradTile{i, i + 1, 0, c});
+                EXPECT_EQ(0, BitMismatches(dtype, together, static_cast<const uint8_t *>(args.out)))
+                    << what << " one row at a time";
+                p.in_place = true;
+                const std::vector<uint8_t> in_place =
+                    RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+                EXPECT_EQ(0, BitMismatches(dtype, together, in_place.data())) << what << " in place";
+                p.in_place = false;
+                p.in = input;
+            }
+        }
+    }
+}
+
 // Which calls stream: single rows from both thresholds on, the fp32 groups of weighted rows from the output's alone.
 TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     StreamingThresholdsRestore restore;
