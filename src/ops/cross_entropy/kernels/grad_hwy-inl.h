@@ -2342,12 +2342,13 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     // weighted row: rows without a bias term (weights without label smoothing) stay in order, one at a time (taken
     // in the block's order, 65536 x 1000 weighted took 1.68x the time).
     // Consecutive whole rows with the same coefficients (SameRowScale) and no weighted bias term, up to kRowTargets,
-    // as one segment (rows_as_one), with regular stores: every row of a mean or sum without weights and z-loss has
-    // them. One row at a time each paid the segment's setup, the pair loop's remainder and a partial tail: 30-35 ns a
-    // row in the L1 cache (one thread, bf16 plain: 256 x 1000 29.2 us against 8 x 32000 20.8 us). Together, one
-    // thread in cache (`openaclnn bench --threads 1`, 2 rounds): 256 x 1000 bf16 plain 0.90x the time, fp16 0.95x,
-    // fp32 0.96x; 512 x 500 0.77x, 0.84x, 0.88x. From memory, 2 threads (ab_libs, 4 rounds): 65536 x 1000 fp16 and
-    // bf16 plain 0.87x and 0.85x, z-loss 0.91x and 0.88x (the benchmark's lse is the same in every row).
+    // as one segment (rows_as_one), with regular stores: every row of a mean or sum without weights or z-loss has
+    // them (z-loss rows where their lse agree). One row at a time each paid the segment's setup, the pair loop's
+    // remainder and a partial tail: 30-35 ns a row in the L1 cache (one thread, bf16 plain: 256 x 1000 29.2 us against
+    // 8 x 32000 20.8 us). Together, one thread in cache (`openaclnn bench --threads 1`, 2 rounds): 256 x 1000 bf16
+    // plain 0.90x the time, fp16 0.95x, fp32 0.96x; 512 x 500 0.77x, 0.84x, 0.88x. From memory, 2 threads (ab_libs, 4
+    // rounds): 65536 x 1000 fp16 and bf16 plain 0.87x and 0.85x, z-loss 0.91x and 0.88x (the benchmark's lse is the
+    // same in every row).
     const bool merge_rows = !stream && count == static_cast<size_t>(args.c) && args.log_prob_row_stride == args.c &&
                             args.out_row_stride == args.c;
     const auto same_scale_run = [&](int64_t i) -> size_t {
