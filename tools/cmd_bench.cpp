@@ -322,7 +322,10 @@ int BenchWorkerCommand(int argc, char **argv) {
                 StoreFromDouble(type, grad_zloss.data(), i, 0.5);
             }
             std::vector<uint8_t> lse(static_cast<size_t>(shape.n) * esize);
-            for (int64_t i = 0; i < shape.n; ++i) StoreFromDouble(type, lse.data(), static_cast<size_t>(i), 3.0);
+            // Each row's own logsumexp, as a model's rows have (z-loss rows then differ from row to row).
+            for (int64_t i = 0; i < shape.n; ++i) {
+                StoreFromDouble(type, lse.data(), static_cast<size_t>(i), 3.0 + static_cast<double>(i % 97) / 64.0);
+            }
             DeviceTensor target_t({shape.n}, ACL_INT64, 8, target.data());
             DeviceTensor weight_t({shape.c}, ACL_FLOAT, 4, weight.data());
             DeviceTensor grad_t(loss_shape, dtype, esize, grad.data());

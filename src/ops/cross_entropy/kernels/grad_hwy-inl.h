@@ -2347,8 +2347,8 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     // remainder and a partial tail: 30-35 ns a row in the L1 cache (one thread, bf16 plain: 256 x 1000 29.2 us against
     // 8 x 32000 20.8 us). Together, one thread in cache (`openaclnn bench --threads 1`, 2 rounds): 256 x 1000 bf16
     // plain 0.90x the time, fp16 0.95x, fp32 0.96x; 512 x 500 0.77x, 0.84x, 0.88x. From memory, 2 threads (ab_libs, 4
-    // rounds): 65536 x 1000 fp16 and bf16 plain 0.87x and 0.85x, z-loss 0.91x and 0.88x (the benchmark's lse is the
-    // same in every row).
+    // rounds): 65536 x 1000 fp16 and bf16 plain 0.87x and 0.85x, z-loss 0.91x and 0.88x (with a benchmark whose lse
+    // was the same in every row; since, each row has its own, as in training).
     const bool merge_rows = !stream && count == static_cast<size_t>(args.c) && args.log_prob_row_stride == args.c &&
                             args.out_row_stride == args.c;
     const auto same_scale_run = [&](int64_t i) -> size_t {
