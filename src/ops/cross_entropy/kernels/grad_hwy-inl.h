@@ -2146,6 +2146,13 @@ HWY_INLINE bool SameRowScale(const GradRowCoefficients &x, const GradRowCoeffici
 }
 constexpr size_t kFlatRunRows = 16;
 
+// How many of rows[0, count), at most `most`, have rows[0]'s coefficients (SameRowScale), from rows[0] on.
+HWY_INLINE size_t SameScaleRun(const GradRowCoefficients *rows, size_t count, size_t most) {
+    size_t run = 1;
+    while (run < HWY_MIN(count, most) && SameRowScale(rows[run], rows[0])) ++run;
+    return run;
+}
+
 // The tile's rows as one run (see above). Each row's target element goes into the vector that holds it
 // (FlatBoundaryVector), which streams with the others. Stored after its row instead, by a regular store into a line
 // just streamed, it cost more: here 65536 x 1000 fp32 plain, weighted and z-loss take 0.86-0.89x the time (ab_libs,
@@ -2174,10 +2181,8 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
         // The rows from r on with this row's coefficients (every row of a mean or sum without weights or smoothing
         // has them), up to kFlatRunRows, run as one range through the row loop.
         // (Not with weights: the row loop reads them from the run's first column on.)
-        size_t run = 1;
-        if (row.kind != kRowZero && kBias != kWeightBias) {
-            while (run < kFlatRunRows && r + run < tile_rows && SameRowScale(rows[r + run], row)) ++run;
-        }
+        const size_t run =
+            row.kind != kRowZero && kBias != kWeightBias ? SameScaleRun(rows + r, tile_rows - r, kFlatRunRows) : 1;
         const size_t run_end = row_start + run * c;
         // The run's whole vectors (from e, aligned, to the last one that ends within the run).
         size_t j = e - row_start;
@@ -2354,12 +2359,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
     const auto same_scale_run = [&](int64_t i) -> size_t {
         const GradRowCoefficients &row = args.rows[i];
         if (row.kind == kRowZero || RowNeedsDouble(row) || (w != nullptr && !RowWithoutBias(row, weights))) return 1;
-        size_t run = 1;
-        while (run < kRowTargets && i + static_cast<int64_t>(run) < tile.row_end &&
-               SameRowScale(args.rows[i + static_cast<int64_t>(run)], row)) {
-            ++run;
-        }
-        return run;
+        return SameScaleRun(&row, static_cast<size_t>(tile.row_end - i), kRowTargets);
     };
     const auto rows_as_one = [&](int64_t i, size_t run) {
         TargetInput before[kRowTargets];
