@@ -350,7 +350,7 @@ TEST_P(GradKernelTest, LongRowsAndColumnTiles) {
 TEST_P(GradKernelTest, StreamingStores) {
     const GradKernelInfo &kernel = *GetParam();
     struct Restore {
-        StreamingThresholds old = SetStreamingThresholds({16ull << 20, 0, HalfStores::kStreaming});
+        StreamingThresholds old = SetStreamingThresholds({16ull << 20, 0, StoreKinds::kStreaming});
         ~Restore() { SetStreamingThresholds(old); }
     } restore;
     uint32_t seed = 3000;
@@ -368,7 +368,7 @@ TEST_P(GradKernelTest, StreamingStores) {
 
 // Restores the streaming thresholds when a test ends.
 struct StreamingThresholdsRestore {
-    StreamingThresholds old = SetStreamingThresholds({UINT64_MAX, 0, HalfStores::kRegular});
+    StreamingThresholds old = SetStreamingThresholds({UINT64_MAX, 0, StoreKinds::kRegular});
     ~StreamingThresholdsRestore() { SetStreamingThresholds(old); }
 };
 
@@ -397,8 +397,8 @@ void ExpectStreamingGivesRegularBits(const GradKernelInfo &kernel, Problem &p, b
     const std::vector<uint8_t> ref = ReferenceOutput(p);
     const std::vector<uint8_t> input = p.in;
     p.in_place = in_place;
-    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
-    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
+    const std::vector<uint8_t> regular = RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
+    const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, StoreKinds::kStreaming});
     ASSERT_EQ(regular.size(), streamed.size());
     EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
     *stats = ExpectMatches(p, streamed.data(), p.c, ref, what);
@@ -507,11 +507,11 @@ TEST_P(GradKernelTest, StreamingGroupsOfRowsAlignedAlike) {
             const std::vector<uint8_t> input = p.in;
             p.in_place = offset == 5;
             const std::vector<uint8_t> regular =
-                RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
-            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
+                RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
+            const std::vector<uint8_t> streamed = RunWithStreaming(kernel, p, input, {0, 0, StoreKinds::kStreaming});
             // The groups streamed, the other rows not (UseStreamingStoresForRowGroups).
             const std::vector<uint8_t> groups_streamed =
-                RunWithStreaming(kernel, p, input, {0, UINT64_MAX, HalfStores::kStreaming});
+                RunWithStreaming(kernel, p, input, {0, UINT64_MAX, StoreKinds::kStreaming});
             EXPECT_EQ(0, std::memcmp(regular.data(), streamed.data(), regular.size())) << what;
             EXPECT_EQ(0, std::memcmp(regular.data(), groups_streamed.data(), regular.size())) << what;
             ExpectMatches(p, streamed.data(), c, ref, what);
@@ -597,14 +597,14 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
                     const std::vector<uint8_t> ref = ReferenceOutput(p);
                     const std::vector<uint8_t> input = p.in;
                     const std::vector<uint8_t> regular =
-                        RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+                        RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
                     const std::vector<uint8_t> streamed =
-                        RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
+                        RunWithStreaming(kernel, p, input, {0, 0, StoreKinds::kStreaming});
                     EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, streamed.data())) << what;
                     ExpectMatches(p, streamed.data(), c, ref, what);
                     p.in_place = true;
                     const std::vector<uint8_t> in_place =
-                        RunWithStreaming(kernel, p, input, {0, 0, HalfStores::kStreaming});
+                        RunWithStreaming(kernel, p, input, {0, 0, StoreKinds::kStreaming});
                     EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, in_place.data())) << what << " in place";
                     p.in_place = false;
                     p.in = input;
@@ -658,7 +658,7 @@ TEST_P(GradKernelTest, RowsOfOneScaleGiveRowBits) {
                 const std::vector<uint8_t> ref = ReferenceOutput(p);
                 const std::vector<uint8_t> input = p.in;
                 const std::vector<uint8_t> together =
-                    RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+                    RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
                 ExpectMatches(p, together.data(), c, ref, what);
                 p.in = input;
                 Poison(p.out);
@@ -668,7 +668,7 @@ TEST_P(GradKernelTest, RowsOfOneScaleGiveRowBits) {
                     << what << " one row at a time";
                 p.in_place = true;
                 const std::vector<uint8_t> in_place =
-                    RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
+                    RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
                 EXPECT_EQ(0, BitMismatches(dtype, together, in_place.data())) << what << " in place";
                 p.in_place = false;
                 p.in = input;
@@ -680,7 +680,7 @@ TEST_P(GradKernelTest, RowsOfOneScaleGiveRowBits) {
 // Which calls stream: single rows from both thresholds on, the fp32 groups of weighted rows from the output's alone.
 TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     StreamingThresholdsRestore restore;
-    SetStreamingThresholds({1000 * 4000, 16 << 10, HalfStores::kStreaming});
+    SetStreamingThresholds({1000 * 4000, 16 << 10, StoreKinds::kStreaming});
     GradKernelArgs args{};
     args.dtype = ACL_FLOAT;
     args.n = 1000;
@@ -699,72 +699,115 @@ TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
     EXPECT_TRUE(UseStreamingStoresForRowGroups(args));
 }
 
-// fp16 and bf16 rows stream as half_stores says (kMeasured: as the call's args say); fp32 rows whatever it says.
-TEST(GradStreamingChoice, HalfStoresDecideThe16BitRows) {
+// Rows at both thresholds stream as store_kinds says (kMeasured: as the call's args say), every dtype; so do fp32's
+// groups of weighted rows and packed rows run as one, which stream at the output threshold alone where rows are
+// shorter.
+TEST(GradStreamingChoice, StoreKindsDecideEveryDtype) {
     StreamingThresholdsRestore restore;
     GradKernelArgs args{};
     args.n = 100;
-    args.c = 10000;  // 20 KiB rows in 16 bits, 40 KiB in fp32
-    for (HalfStores mode : {HalfStores::kRegular, HalfStores::kStreaming, HalfStores::kMeasured}) {
-        SetStreamingThresholds({0, 16 << 10, mode});
-        for (bool stream_half_types : {false, true}) {
-            args.stream_half_types = stream_half_types;
+    for (StoreKinds mode : {StoreKinds::kRegular, StoreKinds::kStreaming, StoreKinds::kMeasured}) {
+        SetStreamingThresholds({1000000, 16 << 10, mode});
+        for (bool stream_measured : {false, true}) {
+            args.stream_measured = stream_measured;
+            const bool expected = mode == StoreKinds::kStreaming || (mode == StoreKinds::kMeasured && stream_measured);
             for (aclDataType dtype : kDtypes) {
                 args.dtype = dtype;
-                const bool expected = dtype == ACL_FLOAT || mode == HalfStores::kStreaming ||
-                                      (mode == HalfStores::kMeasured && stream_half_types);
+                args.c = 10000;  // 20 KiB rows in 16 bits, 40 KiB in fp32
                 EXPECT_EQ(expected, UseStreamingStores(args))
-                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_half_types;
+                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
+                EXPECT_EQ(expected, UseStreamingStoresForRowGroups(args))
+                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
+                args.c = 5000;  // below the row threshold in 16 bits (20000 bytes in fp32 reach it)
+                const bool long_rows = dtype == ACL_FLOAT;
+                EXPECT_EQ(long_rows && expected, UseStreamingStores(args))
+                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
+                EXPECT_EQ(!long_rows || expected, UseStreamingStoresForRowGroups(args))
+                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
             }
         }
     }
 }
 
-// Only large 16-bit calls are measured, and only in HalfStores::kMeasured.
-TEST(GradStreamingChoice, OnlyLarge16BitCallsAreMeasured) {
+// Only large calls are measured, and only in StoreKinds::kMeasured.
+TEST(GradStreamingChoice, OnlyLargeCallsAreMeasured) {
     StreamingThresholdsRestore restore;
     GradKernelArgs args{};
-    args.n = 100;
-    args.c = 10000;
-    for (HalfStores mode : {HalfStores::kRegular, HalfStores::kStreaming, HalfStores::kMeasured}) {
+    for (StoreKinds mode : {StoreKinds::kRegular, StoreKinds::kStreaming, StoreKinds::kMeasured}) {
         SetStreamingThresholds({1000000, 16 << 10, mode});
         for (aclDataType dtype : kDtypes) {
             args.dtype = dtype;
-            EXPECT_EQ(dtype != ACL_FLOAT && mode == HalfStores::kMeasured, BeginHalfStoresCall(args).measured)
+            args.n = 100;
+            args.c = 10000;
+            EXPECT_EQ(mode == StoreKinds::kMeasured, BeginStoreKindCall(args).measured)
                 << DtypeName(dtype) << " mode " << static_cast<int>(mode);
+            args.n = dtype == ACL_FLOAT ? 24 : 49;  // 960000 or 980000 bytes: below the output threshold
+            EXPECT_FALSE(BeginStoreKindCall(args).measured) << DtypeName(dtype);
+            args.n = 100;
+            args.c = dtype == ACL_FLOAT ? 4000 : 8000;  // 16000-byte rows: below the row threshold
+            EXPECT_FALSE(BeginStoreKindCall(args).measured) << DtypeName(dtype);
         }
     }
-    SetStreamingThresholds({1000000, 16 << 10, HalfStores::kMeasured});
-    args.dtype = ACL_BF16;
-    args.n = 49;  // 980000 bytes: below the output threshold
-    EXPECT_FALSE(BeginHalfStoresCall(args).measured);
-    args.n = 100;
-    args.c = 8000;  // 16000-byte rows: below the row threshold
-    EXPECT_FALSE(BeginHalfStoresCall(args).measured);
+}
+
+// fp32 calls and 16-bit calls have choosers of their own: fp32 calls on which regular stores are clearly faster (and
+// then streaming ones) switch the fp32 kind and leave the 16-bit kind as it was, and the other way round.
+TEST(GradStreamingChoice, Fp32And16BitKindsAreChosenApart) {
+    StreamingThresholdsRestore restore;
+    SetStreamingThresholds({1000000, 16 << 10, StoreKinds::kMeasured});
+    EXPECT_NE(&StoreKindChooserOf(ACL_FLOAT), &StoreKindChooserOf(ACL_BF16));
+    EXPECT_EQ(&StoreKindChooserOf(ACL_FLOAT16), &StoreKindChooserOf(ACL_BF16));
+    // Runs calls of dtype, each reported as taking 1 s where it ran `fast` and 2 s otherwise, until that kind is
+    // current (at most a few rounds of trials); returns whether it became current.
+    const auto drive = [](aclDataType dtype, bool fast) {
+        GradKernelArgs args{};
+        args.dtype = dtype;
+        args.n = 100;
+        args.c = 10000;
+        for (uint64_t call = 0; call < 4 * StoreKindChooser::kExploreEvery; ++call) {
+            if (StoreKindChooserOf(dtype).Streaming() == fast) return true;
+            const StoreKindCall stores = BeginStoreKindCall(args);
+            EXPECT_TRUE(stores.measured);
+            EndStoreKindCall(stores, args, stores.trial.stream == fast ? 1.0 : 2.0);
+        }
+        return StoreKindChooserOf(dtype).Streaming() == fast;
+    };
+    const bool fp32_kind = StoreKindChooserOf(ACL_FLOAT).Streaming();
+    const bool half_kind = StoreKindChooserOf(ACL_BF16).Streaming();
+    for (aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16}) {
+        for (bool kind : {false, true, false, true}) {
+            ASSERT_TRUE(drive(dtype, kind)) << DtypeName(dtype) << " to " << kind;
+            EXPECT_EQ(kind, StoreKindChooserOf(dtype).Streaming());
+            const aclDataType other = dtype == ACL_FLOAT ? ACL_BF16 : ACL_FLOAT;
+            EXPECT_EQ(other == ACL_FLOAT ? fp32_kind : half_kind, StoreKindChooserOf(other).Streaming())
+                << DtypeName(dtype) << " to " << kind;
+        }
+        ASSERT_TRUE(drive(dtype, dtype == ACL_FLOAT ? fp32_kind : half_kind));  // as it was
+    }
 }
 
 // The chooser's rule: kTrialCalls calls in a row every kExploreEvery (from the second call on) try the other kind,
 // which takes over where each of them beat the faster of the current kind's last two calls by more than the margin.
-TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
-    constexpr uint64_t kEvery = HalfStoresChooser::kExploreEvery;
-    constexpr uint64_t kTrials = HalfStoresChooser::kTrialCalls;
-    constexpr double kMargin = HalfStoresChooser::kMargin;
+TEST(GradStreamingChoice, StoreKindChooserFollowsTheFasterKind) {
+    constexpr uint64_t kEvery = StoreKindChooser::kExploreEvery;
+    constexpr uint64_t kTrials = StoreKindChooser::kTrialCalls;
+    constexpr double kMargin = StoreKindChooser::kMargin;
     const auto on_trial = [](uint64_t call) { return call % kEvery >= 1 && call % kEvery <= kTrials; };
     // Runs `calls` calls of shape key with the given costs per kind; returns the kinds they ran.
-    const auto run = [](HalfStoresChooser &chooser, uint64_t calls, uint64_t key, double regular, double stream) {
+    const auto run = [](StoreKindChooser &chooser, uint64_t calls, uint64_t key, double regular, double stream) {
         std::vector<bool> kinds;
         for (uint64_t k = 0; k < calls; ++k) {
-            const HalfStoresChooser::Trial trial = chooser.Choose();
+            const StoreKindChooser::Trial trial = chooser.Choose();
             kinds.push_back(trial.stream);
             chooser.Record(trial, key, trial.stream ? stream : regular);
         }
         return kinds;
     };
     // Runs the kTrials trial calls that come next, each of shape key and the given cost; returns what Record said.
-    const auto trials = [](HalfStoresChooser &chooser, uint64_t key, double cost) {
+    const auto trials = [](StoreKindChooser &chooser, uint64_t key, double cost) {
         std::vector<bool> switched;
         for (uint64_t k = 0; k < kTrials; ++k) {
-            const HalfStoresChooser::Trial trial = chooser.Choose();
+            const StoreKindChooser::Trial trial = chooser.Choose();
             EXPECT_TRUE(trial.explore) << "trial " << k;
             switched.push_back(chooser.Record(trial, key, cost));
         }
@@ -774,7 +817,7 @@ TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
     std::vector<bool> switch_on_last = no_switch;
     switch_on_last.back() = true;
     {
-        HalfStoresChooser chooser;  // streaming first; regular clearly faster: it takes over after its first trials
+        StoreKindChooser chooser;  // streaming first; regular clearly faster: it takes over after its first trials
         const std::vector<bool> kinds = run(chooser, 3 * kEvery, 7, 1.0, 1.25);
         for (uint64_t k = 0; k < kinds.size(); ++k) {
             EXPECT_EQ(k == 0 || (k > kEvery && on_trial(k)), kinds[k]) << "call " << k;
@@ -789,14 +832,14 @@ TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
         EXPECT_TRUE(chooser.Streaming());
     }
     {
-        HalfStoresChooser chooser;  // regular faster, but within the margin: streaming stays
+        StoreKindChooser chooser;  // regular faster, but within the margin: streaming stays
         const std::vector<bool> kinds = run(chooser, 2 * kEvery, 7, 1.0 - kMargin / 2, 1.0);
         for (uint64_t k = 0; k < kinds.size(); ++k) EXPECT_EQ(!on_trial(k), kinds[k]) << "call " << k;
         EXPECT_TRUE(chooser.Streaming());
     }
     {
-        HalfStoresChooser chooser;  // single outliers do not switch
-        HalfStoresChooser::Trial trial = chooser.Choose();
+        StoreKindChooser chooser;  // single outliers do not switch
+        StoreKindChooser::Trial trial = chooser.Choose();
         EXPECT_FALSE(chooser.Record(trial, 7, 1.0));
         trial = chooser.Choose();  // trial 1: much faster
         ASSERT_TRUE(trial.explore);
@@ -822,21 +865,21 @@ TEST(GradStreamingChoice, HalfStoresChooserFollowsTheFasterKind) {
     }
 }
 
-// The measured store kind changes no bit: 16-bit calls through the plan (thresholds lowered so that they are
+// The measured store kind changes no bit: calls of every dtype through the plan (thresholds lowered so that they are
 // measured), kExploreEvery of them in a row, so that both kinds run (any kExploreEvery calls in a row hold the other
 // kind's trials), against regular stores throughout, on every kernel.
 TEST(GradStreamingChoice, MeasuredCallsGiveRegularBits) {
     StreamingThresholdsRestore restore;
     uint32_t seed = 4100;
     for (const GradKernelInfo *kernel : GradKernels()) {
-        for (aclDataType dtype : {ACL_FLOAT16, ACL_BF16}) {
+        for (aclDataType dtype : kDtypes) {
             Problem p = MakeProblem(dtype, 8, 4099, kSmoothedWeighted, ++seed, 0, 1);
             const std::vector<uint8_t> input = p.in;
             const std::vector<uint8_t> regular =
-                RunWithStreaming(*kernel, p, input, {UINT64_MAX, 0, HalfStores::kRegular});
-            SetStreamingThresholds({0, 0, HalfStores::kMeasured});
-            ASSERT_TRUE(BeginHalfStoresCall(p.Args()).measured);  // (a call of the chooser's too)
-            for (uint64_t call = 0; call < HalfStoresChooser::kExploreEvery; ++call) {
+                RunWithStreaming(*kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
+            SetStreamingThresholds({0, 0, StoreKinds::kMeasured});
+            ASSERT_TRUE(BeginStoreKindCall(p.Args()).measured);  // (a call of the chooser's too)
+            for (uint64_t call = 0; call < StoreKindChooser::kExploreEvery; ++call) {
                 p.in = input;
                 Poison(p.out);
                 GradKernelArgs args = p.Args();

@@ -142,18 +142,18 @@ void RunGradPlanParts(const GradPlan &plan, const GradKernelArgs &args, GradProl
 }  // namespace
 
 void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue) {
-    // A large 16-bit call whose store kind is measured runs the chooser's kind and reports its time
-    // (HalfStoresChooser); any other call runs as it is.
-    const HalfStoresCall stores = BeginHalfStoresCall(args);
+    // A large call whose store kind is measured runs the chooser's kind and reports its time
+    // (StoreKindChooser); any other call runs as it is.
+    const StoreKindCall stores = BeginStoreKindCall(args);
     if (!stores.measured) {
         RunGradPlanParts(plan, args, prologue);
         return;
     }
     const auto start = std::chrono::steady_clock::now();
     GradKernelArgs call_args = args;
-    call_args.stream_half_types = stores.trial.stream;
+    call_args.stream_measured = stores.trial.stream;
     RunGradPlanParts(plan, call_args, prologue);
-    EndHalfStoresCall(stores, args, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    EndStoreKindCall(stores, args, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace openaclnn::cross_entropy

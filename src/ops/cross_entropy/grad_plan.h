@@ -52,7 +52,7 @@ public:
 };
 
 // Runs the kernel over the whole output according to the plan, after the prologue (if any), in one parallel region.
-// A large fp16/bf16 call's store kind is chosen by measurement (HalfStoresChooser, kernels/grad_hwy_shared.h): the
+// A large call's store kind is chosen by measurement (StoreKindChooser, kernels/grad_hwy_shared.h): the
 // call is timed, which changes only speed.
 void RunGradPlan(const GradPlan &plan, const GradKernelArgs &args, GradPrologue *prologue = nullptr);
 

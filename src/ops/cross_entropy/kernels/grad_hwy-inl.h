@@ -47,7 +47,7 @@
 //
 // Memory: one read of logProb and one write of out per element. Outputs larger than the caches, with long rows, may
 // be written with streaming (non-temporal) stores, which skip the read-for-ownership of the output lines
-// (UseStreamingStores, grad_hwy.cpp: fp32 always, fp16/bf16 where a call's measured time says they pay); they store
+// (UseStreamingStores, grad_hwy.cpp: where a call's measured time says they pay); they store
 // whole aligned vectors (bf16: whole pairs) after a peel of the row's first elements, and give the same bits as
 // regular stores.
 

@@ -51,54 +51,60 @@ namespace {
 // pair of vectors between a bf16 load and store shows the second case alone (x copy 1.39 streaming, 0.96
 // regular): a streaming store holds its write-combining buffer until the line reaches memory, and where the core
 // is busy computing those buffers run out before the memory does. So by default each large 16-bit call's kind is
-// measured (HalfStores::kMeasured, HalfStoresChooser). fp32 always streams: where memory was fast, regular stores
-// took 0.90-1.0x its time (8192 x 50257 plain 1.0x, smoothed+weighted 0.90x; 2048 x 128256 0.75-1.0x), on the
-// Zen 4 machine 1.3-1.5x (the figures above); measuring fp32's kind too is left to do.
+// measured (StoreKinds::kMeasured, StoreKindChooser). fp32 is measured too, with a chooser of its own: on the Zen 4
+// machine streaming stores won by far (regular ones took 1.3-1.5x the time, the figures above), while on the Zen 5
+// machine regular stores took 0.90-1.0x its time where memory was fast (8192 x 50257 plain 1.0x, smoothed+weighted
+// 0.90x; 2048 x 128256 0.75-1.0x) and 0.83-0.94x where it was slow (the copy at 26-32 GB/s: 4096 x 32000, 8192 x
+// 50257 and 2048 x 128256 plain and smoothed+weighted, `bench/ab_libs.sh -r 4`, paired medians).
 std::atomic<uint64_t> g_streaming_output_bytes{uint64_t{64} << 20};
 std::atomic<uint64_t> g_streaming_row_bytes{uint64_t{16} << 10};
-std::atomic<HalfStores> g_half_stores{HalfStores::kMeasured};
-HalfStoresChooser g_half_stores_chooser;
+std::atomic<StoreKinds> g_store_kinds{StoreKinds::kMeasured};
+// The choosers of fp32 calls and of 16-bit ones: their kinds win on different machines and memory speeds.
+StoreKindChooser g_store_kind_choosers[2];
 
 uint64_t ElementBytes(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
 
-}  // namespace
+uint64_t RowBytes(const GradKernelArgs &args) { return static_cast<uint64_t>(args.c) * ElementBytes(args.dtype); }
 
-bool UseStreamingStoresForRowGroups(const GradKernelArgs &args) {
-    const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
-    return static_cast<uint64_t>(args.n) * row_bytes >= g_streaming_output_bytes.load(std::memory_order_relaxed);
+bool ReachesOutputThreshold(const GradKernelArgs &args) {
+    return static_cast<uint64_t>(args.n) * RowBytes(args) >= g_streaming_output_bytes.load(std::memory_order_relaxed);
 }
 
-namespace {
-
-// Whether the call reaches both thresholds (the store kind of its 16-bit rows aside).
+// Whether the call reaches both thresholds (its store kind aside).
 bool ReachesStreamingThresholds(const GradKernelArgs &args) {
-    const uint64_t row_bytes = static_cast<uint64_t>(args.c) * ElementBytes(args.dtype);
-    return UseStreamingStoresForRowGroups(args) && row_bytes >= g_streaming_row_bytes.load(std::memory_order_relaxed);
+    return ReachesOutputThreshold(args) && RowBytes(args) >= g_streaming_row_bytes.load(std::memory_order_relaxed);
 }
 
 }  // namespace
 
 bool UseStreamingStores(const GradKernelArgs &args) {
-    if (args.dtype != ACL_FLOAT) {
-        const HalfStores mode = g_half_stores.load(std::memory_order_relaxed);
-        if (mode == HalfStores::kRegular || (mode == HalfStores::kMeasured && !args.stream_half_types)) return false;
-    }
+    const StoreKinds mode = g_store_kinds.load(std::memory_order_relaxed);
+    if (mode == StoreKinds::kRegular || (mode == StoreKinds::kMeasured && !args.stream_measured)) return false;
     return ReachesStreamingThresholds(args);
+}
+
+bool UseStreamingStoresForRowGroups(const GradKernelArgs &args) {
+    // A call at both thresholds stores its groups as its rows (as its measured kind says, where it is measured);
+    // shorter rows stream from the output threshold on.
+    if (ReachesStreamingThresholds(args)) return UseStreamingStores(args);
+    return ReachesOutputThreshold(args);
 }
 
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
     return {g_streaming_output_bytes.exchange(thresholds.output_bytes),
-            g_streaming_row_bytes.exchange(thresholds.row_bytes), g_half_stores.exchange(thresholds.half_stores)};
+            g_streaming_row_bytes.exchange(thresholds.row_bytes), g_store_kinds.exchange(thresholds.store_kinds)};
 }
 
-HalfStoresChooser::Trial HalfStoresChooser::Choose() {
+StoreKindChooser &StoreKindChooserOf(aclDataType dtype) { return g_store_kind_choosers[dtype == ACL_FLOAT ? 0 : 1]; }
+
+StoreKindChooser::Trial StoreKindChooser::Choose() {
     const uint64_t phase = calls_.fetch_add(1, std::memory_order_relaxed) % kExploreEvery;
     const bool explore = phase >= 1 && phase <= kTrialCalls;
     const bool current = stream_.load(std::memory_order_relaxed);
     return Trial{explore ? !current : current, explore};
 }
 
-bool HalfStoresChooser::Record(const Trial &trial, uint64_t key, double seconds_per_byte) {
+bool StoreKindChooser::Record(const Trial &trial, uint64_t key, double seconds_per_byte) {
     const bool same_shape = key == key_.load(std::memory_order_relaxed);
     if (!trial.explore) {
         previous_cost_.store(same_shape ? last_cost_.load(std::memory_order_relaxed) : 0.0, std::memory_order_relaxed);
@@ -123,31 +129,32 @@ bool HalfStoresChooser::Record(const Trial &trial, uint64_t key, double seconds_
     return true;
 }
 
-uint64_t HalfStoresKey(const GradKernelArgs &args) {
+uint64_t StoreKindKey(const GradKernelArgs &args) {
     // (A collision only compares two shapes' times once.)
     uint64_t key = static_cast<uint64_t>(args.n) * 0x9e3779b97f4a7c15u;
     key ^= static_cast<uint64_t>(args.c) + 0x7f4a7c15u + (key << 6) + (key >> 2);
     return key ^ (static_cast<uint64_t>(args.dtype) << 1) ^ (args.weight != nullptr ? 1u : 0u);
 }
 
-HalfStoresCall BeginHalfStoresCall(const GradKernelArgs &args) {
-    if (args.dtype == ACL_FLOAT || g_half_stores.load(std::memory_order_relaxed) != HalfStores::kMeasured ||
-        !ReachesStreamingThresholds(args)) {
-        return HalfStoresCall{false, {false, false}};
+StoreKindCall BeginStoreKindCall(const GradKernelArgs &args) {
+    if (g_store_kinds.load(std::memory_order_relaxed) != StoreKinds::kMeasured || !ReachesStreamingThresholds(args)) {
+        return StoreKindCall{false, {false, false}};
     }
-    return HalfStoresCall{true, g_half_stores_chooser.Choose()};
+    return StoreKindCall{true, StoreKindChooserOf(args.dtype).Choose()};
 }
 
-void EndHalfStoresCall(const HalfStoresCall &call, const GradKernelArgs &args, double seconds) {
+void EndStoreKindCall(const StoreKindCall &call, const GradKernelArgs &args, double seconds) {
     if (!call.measured) return;
-    const double seconds_per_byte = seconds / (static_cast<double>(args.n) * static_cast<double>(args.c) * 2.0);
-    const bool switched = g_half_stores_chooser.Record(call.trial, HalfStoresKey(args), seconds_per_byte);
+    const double seconds_per_byte = seconds / (static_cast<double>(args.n) * static_cast<double>(args.c) *
+                                               static_cast<double>(ElementBytes(args.dtype)));
+    const bool switched = StoreKindChooserOf(args.dtype).Record(call.trial, StoreKindKey(args), seconds_per_byte);
     const char *kind = call.trial.stream ? "streaming" : "regular";
+    const char *type = args.dtype == ACL_FLOAT ? "fp32" : "16-bit";
     if (switched && LogLevel() >= 1) {
-        Log(1, "cross-entropy grad: 16-bit stores now %s (its trial: %.3f ns per output byte)", kind,
+        Log(1, "cross-entropy grad: %s stores now %s (its trial: %.3f ns per output byte)", type, kind,
             1e9 * seconds_per_byte);
     } else if (LogLevel() >= 2) {
-        Log(2, "cross-entropy grad: 16-bit stores %s%s, %.3f ns per output byte", kind,
+        Log(2, "cross-entropy grad: %s stores %s%s, %.3f ns per output byte", type, kind,
             call.trial.explore ? " (trial)" : "", 1e9 * seconds_per_byte);
     }
 }

@@ -12,37 +12,39 @@
 namespace openaclnn::cross_entropy {
 
 // Whether the kernel writes with streaming (non-temporal) stores: when the output is larger than the last-level
-// cache could keep anyway and its rows are long, and for fp16/bf16 outputs as StreamingThresholds::half_stores says.
-// The choice changes only speed, never a value.
+// cache could keep anyway and its rows are long, and there as StreamingThresholds::store_kinds says. The choice
+// changes only speed, never a value.
 bool UseStreamingStores(const GradKernelArgs &args);
 
-// The same for fp32 rows with weights done in groups (RunWeightedRows): from the output threshold on, whatever the
-// rows' length, the groups' peels and tails costing less than the single rows' do.
+// The same for fp32 rows with weights done in groups (RunWeightedRows) and for the packed rows run as one
+// (FlatStreamedRows): as UseStreamingStores where the call reaches both thresholds, and from the output threshold on
+// where its rows are shorter, the groups' peels and tails costing less than the single rows' do.
 bool UseStreamingStoresForRowGroups(const GradKernelArgs &args);
 
-// How fp16/bf16 outputs that reach the thresholds are stored: with regular stores, with streaming ones, or with the
-// kind that measures faster on the machine at the time (the default; HalfStoresChooser).
-enum class HalfStores { kRegular, kStreaming, kMeasured };
+// How outputs that reach both thresholds are stored: with regular stores, with streaming ones, or with the kind
+// that measures faster on the machine at the time (the default; StoreKindChooser, one for fp32 calls and one for
+// fp16/bf16 calls).
+enum class StoreKinds { kRegular, kStreaming, kMeasured };
 
 // From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached); and
-// how the 16-bit outputs that reach them are stored.
+// how the outputs that reach both are stored.
 struct StreamingThresholds {
     uint64_t output_bytes;
     uint64_t row_bytes;
-    HalfStores half_stores;
+    StoreKinds store_kinds;
 };
 
-// Sets the thresholds ({0, 0, HalfStores::kStreaming}: always stream; {UINT64_MAX, ...}: never); returns the old
+// Sets the thresholds ({0, 0, StoreKinds::kStreaming}: always stream; {UINT64_MAX, ...}: never); returns the old
 // ones. For tests and measurements.
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds);
 
-// The store kind of the 16-bit calls whose kind is measured (see grad_hwy.cpp for why it is not fixed). Each call
+// The store kind of the calls whose kind is measured (see grad_hwy.cpp for why it is not fixed). Each call
 // runs the current kind, except kTrialCalls calls in a row every kExploreEvery (the second and third, then the 34th
 // and 35th, ...), which run the other kind on trial. The other kind becomes current where each of its trial calls took
 // less time per byte, by more than kMargin, than the faster of the last two calls of the current kind before them,
 // all of the same shape: one slow call on either side cannot switch it. Calls of another shape start the comparison
 // afresh. Safe to use from concurrent calls (a lost update at worst delays or skips a switch).
-class HalfStoresChooser {
+class StoreKindChooser {
 public:
     static constexpr uint64_t kExploreEvery = 32;
     static constexpr uint64_t kTrialCalls = 2;
@@ -52,7 +54,7 @@ public:
         bool explore;  // whether it is the other kind, on trial
     };
     Trial Choose();
-    // key: the call's shape (HalfStoresKey); seconds_per_byte: its time over its output's bytes. Returns whether the
+    // key: the call's shape (StoreKindKey); seconds_per_byte: its time over its output's bytes. Returns whether the
     // trial's kind became current.
     bool Record(const Trial &trial, uint64_t key, double seconds_per_byte);
     bool Streaming() const { return stream_.load(std::memory_order_relaxed); }
@@ -66,17 +68,20 @@ private:
     std::atomic<uint64_t> trial_wins_{0};     // trial calls in a row that beat them
 };
 
-// A call's shape for HalfStoresChooser: N, C, the dtype and whether it has weights.
-uint64_t HalfStoresKey(const GradKernelArgs &args);
+// The chooser of a dtype's calls: one for fp32, one shared by fp16 and bf16.
+StoreKindChooser &StoreKindChooserOf(aclDataType dtype);
 
-// For RunGradPlan: whether the call's 16-bit store kind is measured, and the kind it runs (BeginHalfStoresCall,
-// before the kernel: set args.stream_half_types = trial.stream); then its time (EndHalfStoresCall).
-struct HalfStoresCall {
+// A call's shape for StoreKindChooser: N, C, the dtype and whether it has weights.
+uint64_t StoreKindKey(const GradKernelArgs &args);
+
+// For RunGradPlan: whether the call's store kind is measured, and the kind it runs (BeginStoreKindCall,
+// before the kernel: set args.stream_measured = trial.stream); then its time (EndStoreKindCall).
+struct StoreKindCall {
     bool measured;
-    HalfStoresChooser::Trial trial;
+    StoreKindChooser::Trial trial;
 };
-HalfStoresCall BeginHalfStoresCall(const GradKernelArgs &args);
-void EndHalfStoresCall(const HalfStoresCall &call, const GradKernelArgs &args, double seconds);
+StoreKindCall BeginStoreKindCall(const GradKernelArgs &args);
+void EndStoreKindCall(const StoreKindCall &call, const GradKernelArgs &args, double seconds);
 
 // The fast path's window on 16-bit inputs (FastWindow::input_limit, grad_hwy-inl.h), for a row whose a has the
 // exponent e in [-124, 125] and an input of dtype (fp16 or bf16): the storage bits, read as an int16_t, of the

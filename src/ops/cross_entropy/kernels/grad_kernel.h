@@ -95,9 +95,9 @@ struct GradKernelArgs {
     const GradRowCoefficients *rows;  // n entries
     // The traits of all C weights (GradWeightTraits), or nullptr: each tile then finds them itself, over all C.
     const GradWeightTraits *weight_traits;
-    // Whether fp16/bf16 rows that reach the streaming thresholds stream, where the store kind is measured per call
-    // (HalfStores::kMeasured, grad_hwy_shared.h; RunGradPlan sets it). Only speed depends on it.
-    bool stream_half_types;
+    // Whether rows that reach the streaming thresholds stream, where the store kind is measured per call
+    // (StoreKinds::kMeasured, grad_hwy_shared.h; RunGradPlan sets it). Only speed depends on it.
+    bool stream_measured;
 };
 
 // The number of floats SplitWeightPairs writes for c classes.
