@@ -54,7 +54,7 @@ namespace {
 // measured (StoreKinds::kMeasured, StoreKindChooser). fp32 is measured too, with a chooser of its own: on the Zen 4
 // machine streaming stores won by far (regular ones took 1.3-1.5x the time, the figures above), while on the Zen 5
 // machine regular stores took 0.90-1.0x its time where memory was fast (8192 x 50257 plain 1.0x, smoothed+weighted
-// 0.90x; 2048 x 128256 0.75-1.0x) and 0.83-0.94x where it was slow (the copy at 26-32 GB/s: 4096 x 32000, 8192 x
+// 0.90x; 2048 x 128256 0.75-1.0x) and 0.82-0.94x on another day (the copy at 26-55 GB/s: 4096 x 32000, 8192 x
 // 50257 and 2048 x 128256 plain and smoothed+weighted, `bench/ab_libs.sh -r 4`, paired medians).
 std::atomic<uint64_t> g_streaming_output_bytes{uint64_t{64} << 20};
 std::atomic<uint64_t> g_streaming_row_bytes{uint64_t{16} << 10};
