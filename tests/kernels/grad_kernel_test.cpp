@@ -712,18 +712,16 @@ TEST(GradStreamingChoice, StoreKindsDecideEveryDtype) {
             args.stream_measured = stream_measured;
             const bool expected = mode == StoreKinds::kStreaming || (mode == StoreKinds::kMeasured && stream_measured);
             for (aclDataType dtype : kDtypes) {
+                SCOPED_TRACE(testing::Message()
+                             << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured);
                 args.dtype = dtype;
                 args.c = 10000;  // 20 KiB rows in 16 bits, 40 KiB in fp32
-                EXPECT_EQ(expected, UseStreamingStores(args))
-                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
-                EXPECT_EQ(expected, UseStreamingStoresForRowGroups(args))
-                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
+                EXPECT_EQ(expected, UseStreamingStores(args));
+                EXPECT_EQ(expected, UseStreamingStoresForRowGroups(args));
                 args.c = 5000;  // below the row threshold in 16 bits (20000 bytes in fp32 reach it)
                 const bool long_rows = dtype == ACL_FLOAT;
-                EXPECT_EQ(long_rows && expected, UseStreamingStores(args))
-                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
-                EXPECT_EQ(!long_rows || expected, UseStreamingStoresForRowGroups(args))
-                    << DtypeName(dtype) << " mode " << static_cast<int>(mode) << " args " << stream_measured;
+                EXPECT_EQ(long_rows && expected, UseStreamingStores(args));
+                EXPECT_EQ(!long_rows || expected, UseStreamingStoresForRowGroups(args));
             }
         }
     }
@@ -774,15 +772,15 @@ TEST(GradStreamingChoice, Fp32And16BitKindsAreChosenApart) {
     };
     const bool fp32_kind = StoreKindChooserOf(ACL_FLOAT).Streaming();
     const bool half_kind = StoreKindChooserOf(ACL_BF16).Streaming();
+    const auto kind_before = [&](aclDataType dtype) { return dtype == ACL_FLOAT ? fp32_kind : half_kind; };
     for (aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16}) {
+        const aclDataType other = dtype == ACL_FLOAT ? ACL_BF16 : ACL_FLOAT;
         for (bool kind : {false, true, false, true}) {
             ASSERT_TRUE(drive(dtype, kind)) << DtypeName(dtype) << " to " << kind;
             EXPECT_EQ(kind, StoreKindChooserOf(dtype).Streaming());
-            const aclDataType other = dtype == ACL_FLOAT ? ACL_BF16 : ACL_FLOAT;
-            EXPECT_EQ(other == ACL_FLOAT ? fp32_kind : half_kind, StoreKindChooserOf(other).Streaming())
-                << DtypeName(dtype) << " to " << kind;
+            EXPECT_EQ(kind_before(other), StoreKindChooserOf(other).Streaming()) << DtypeName(dtype) << " to " << kind;
         }
-        ASSERT_TRUE(drive(dtype, dtype == ACL_FLOAT ? fp32_kind : half_kind));  // as it was
+        ASSERT_TRUE(drive(dtype, kind_before(dtype)));  // as it was
     }
 }
 

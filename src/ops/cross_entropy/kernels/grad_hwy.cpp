@@ -75,19 +75,20 @@ bool ReachesStreamingThresholds(const GradKernelArgs &args) {
     return ReachesOutputThreshold(args) && RowBytes(args) >= g_streaming_row_bytes.load(std::memory_order_relaxed);
 }
 
-}  // namespace
-
-bool UseStreamingStores(const GradKernelArgs &args) {
+// Whether the call's kind (StoreKinds; where measured, the kind this call runs) is streaming.
+bool KindStreams(const GradKernelArgs &args) {
     const StoreKinds mode = g_store_kinds.load(std::memory_order_relaxed);
-    if (mode == StoreKinds::kRegular || (mode == StoreKinds::kMeasured && !args.stream_measured)) return false;
-    return ReachesStreamingThresholds(args);
+    return mode == StoreKinds::kStreaming || (mode == StoreKinds::kMeasured && args.stream_measured);
 }
 
+}  // namespace
+
+bool UseStreamingStores(const GradKernelArgs &args) { return ReachesStreamingThresholds(args) && KindStreams(args); }
+
 bool UseStreamingStoresForRowGroups(const GradKernelArgs &args) {
-    // A call at both thresholds stores its groups as its rows (as its measured kind says, where it is measured);
-    // shorter rows stream from the output threshold on.
-    if (ReachesStreamingThresholds(args)) return UseStreamingStores(args);
-    return ReachesOutputThreshold(args);
+    // A call at both thresholds stores its groups as its rows (as its kind says); shorter rows stream from the output
+    // threshold on.
+    return ReachesStreamingThresholds(args) ? KindStreams(args) : ReachesOutputThreshold(args);
 }
 
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
@@ -145,8 +146,7 @@ StoreKindCall BeginStoreKindCall(const GradKernelArgs &args) {
 
 void EndStoreKindCall(const StoreKindCall &call, const GradKernelArgs &args, double seconds) {
     if (!call.measured) return;
-    const double seconds_per_byte = seconds / (static_cast<double>(args.n) * static_cast<double>(args.c) *
-                                               static_cast<double>(ElementBytes(args.dtype)));
+    const double seconds_per_byte = seconds / (static_cast<double>(args.n) * static_cast<double>(RowBytes(args)));
     const bool switched = StoreKindChooserOf(args.dtype).Record(call.trial, StoreKindKey(args), seconds_per_byte);
     const char *kind = call.trial.stream ? "streaming" : "regular";
     const char *type = args.dtype == ACL_FLOAT ? "fp32" : "16-bit";
