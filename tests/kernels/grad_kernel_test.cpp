@@ -15,6 +15,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -544,13 +545,14 @@ GradWeightTraits TraitsOf(const std::vector<float> &weights) {
 }
 
 // Long fp32 rows stored back to back, with a streamed output, run as one sequence of aligned vectors over the tile
-// (FlatStreamedRows): the vector across each row boundary takes each lane's coefficients (and weights) from its own
+// (FlatRows): the vector across each row boundary takes each lane's coefficients (and weights) from its own
 // row. Against regular stores (the row path) bit for bit (NaN for NaN), and the reference: rows ending on a vector
 // boundary (C = 64, 1024) or not (100, 1000, 1031); every variant (smoothed+weighted too: C <=
 // kFlatWeightedMaxColumns); ignored first and last rows, a NaN row, a row without a bias term among rows with one;
 // output offsets that move the peel; in place; tiles of whole rows split at a row; a row for the double path (the tile
-// keeps the row path).
-TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
+// keeps the row path). Also on regular stores from the output threshold on, where rows with a weighted bias term run as
+// one (smoothed+weighted), in place or not.
+TEST_P(GradKernelTest, FlatRowsGiveRowBits) {
     const GradKernelInfo &kernel = *GetParam();
     StreamingThresholdsRestore restore;
     uint32_t seed = 5300;
@@ -606,7 +608,14 @@ TEST_P(GradKernelTest, FlatStreamedRowsGiveRowBits) {
                     const std::vector<uint8_t> in_place =
                         RunWithStreaming(kernel, p, input, {0, 0, StoreKinds::kStreaming});
                     EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, in_place.data())) << what << " in place";
-                    p.in_place = false;
+                    // Regular stores from the output threshold on: rows with a weighted bias term run as one there.
+                    for (bool in_place_regular : {true, false}) {
+                        p.in_place = in_place_regular;
+                        const std::vector<uint8_t> flat_regular =
+                            RunWithStreaming(kernel, p, input, {0, 0, StoreKinds::kRegular});
+                        EXPECT_EQ(0, BitMismatches(ACL_FLOAT, regular, flat_regular.data()))
+                            << what << " regular from the output threshold" << (in_place_regular ? ", in place" : "");
+                    }
                     p.in = input;
                     Poison(p.out);
                     GradKernelArgs args = p.Args();
@@ -700,8 +709,8 @@ TEST(GradStreamingChoice, RowGroupsIgnoreTheRowThreshold) {
 }
 
 // Rows at both thresholds stream as store_kinds says (kMeasured: as the call's args say), every dtype; so do fp32's
-// groups of weighted rows and packed rows run as one, which stream at the output threshold alone where rows are
-// shorter.
+// groups of weighted rows and packed rows run as one, from the output threshold on whatever the rows' length (the
+// 16-bit calls do not use them).
 TEST(GradStreamingChoice, StoreKindsDecideEveryDtype) {
     StreamingThresholdsRestore restore;
     GradKernelArgs args{};
@@ -721,67 +730,138 @@ TEST(GradStreamingChoice, StoreKindsDecideEveryDtype) {
                 args.c = 5000;  // below the row threshold in 16 bits (20000 bytes in fp32 reach it)
                 const bool long_rows = dtype == ACL_FLOAT;
                 EXPECT_EQ(long_rows && expected, UseStreamingStores(args));
-                EXPECT_EQ(!long_rows || expected, UseStreamingStoresForRowGroups(args));
+                EXPECT_EQ(expected, UseStreamingStoresForRowGroups(args));
+                args.c = dtype == ACL_FLOAT ? 2500 : 5000;  // 10000-byte rows, a 1000000-byte output
+                EXPECT_FALSE(UseStreamingStores(args));
+                EXPECT_EQ(expected, UseStreamingStoresForRowGroups(args));
+                args.c = dtype == ACL_FLOAT ? 2499 : 4999;  // below the output threshold
+                EXPECT_FALSE(UseStreamingStores(args));
+                EXPECT_FALSE(UseStreamingStoresForRowGroups(args));
             }
         }
     }
 }
 
-// Only large calls are measured, and only in StoreKinds::kMeasured.
+// Only large calls are measured, and only in StoreKinds::kMeasured: those at both thresholds, and fp32 ones from the
+// output threshold on.
 TEST(GradStreamingChoice, OnlyLargeCallsAreMeasured) {
     StreamingThresholdsRestore restore;
     GradKernelArgs args{};
     for (StoreKinds mode : {StoreKinds::kRegular, StoreKinds::kStreaming, StoreKinds::kMeasured}) {
         SetStreamingThresholds({1000000, 16 << 10, mode});
         for (aclDataType dtype : kDtypes) {
+            SCOPED_TRACE(testing::Message() << DtypeName(dtype) << " mode " << static_cast<int>(mode));
+            const bool measured = mode == StoreKinds::kMeasured;
             args.dtype = dtype;
             args.n = 100;
             args.c = 10000;
-            EXPECT_EQ(mode == StoreKinds::kMeasured, BeginStoreKindCall(args).measured)
-                << DtypeName(dtype) << " mode " << static_cast<int>(mode);
+            EXPECT_EQ(measured, BeginStoreKindCall(args).measured);
             args.n = dtype == ACL_FLOAT ? 24 : 49;  // 960000 or 980000 bytes: below the output threshold
-            EXPECT_FALSE(BeginStoreKindCall(args).measured) << DtypeName(dtype);
+            EXPECT_FALSE(BeginStoreKindCall(args).measured);
             args.n = 100;
             args.c = dtype == ACL_FLOAT ? 4000 : 8000;  // 16000-byte rows: below the row threshold
-            EXPECT_FALSE(BeginStoreKindCall(args).measured) << DtypeName(dtype);
+            EXPECT_EQ(measured && dtype == ACL_FLOAT, BeginStoreKindCall(args).measured);
         }
     }
 }
 
-// fp32 calls and 16-bit calls have choosers of their own: fp32 calls on which regular stores are clearly faster (and
-// then streaming ones) switch the fp32 kind and leave the 16-bit kind as it was, and the other way round.
-TEST(GradStreamingChoice, Fp32And16BitKindsAreChosenApart) {
+// Each shape and variant has a chooser of its own: driving the calls of one to each kind (reporting clearly faster
+// times for it) leaves the kinds of the others as they were. The calls differ in dtype (fp16 and bf16 too), shape,
+// weights, label smoothing and z-loss; one has short fp32 rows (measured from the output threshold on).
+TEST(GradStreamingChoice, KindsAreChosenPerShapeAndVariant) {
     StreamingThresholdsRestore restore;
     SetStreamingThresholds({1000000, 16 << 10, StoreKinds::kMeasured});
-    EXPECT_NE(&StoreKindChooserOf(ACL_FLOAT), &StoreKindChooserOf(ACL_BF16));
-    EXPECT_EQ(&StoreKindChooserOf(ACL_FLOAT16), &StoreKindChooserOf(ACL_BF16));
-    // Runs calls of dtype, each reported as taking 1 s where it ran `fast` and 2 s otherwise, until that kind is
-    // current (at most a few rounds of trials); returns whether it became current.
-    const auto drive = [](aclDataType dtype, bool fast) {
+    static const float kWeight = 1.0f;  // (only its address: the chooser reads no weight)
+    const auto call = [](aclDataType dtype, int64_t n, int64_t c, bool weighted, bool smoothed, bool z_loss) {
         GradKernelArgs args{};
         args.dtype = dtype;
-        args.n = 100;
-        args.c = 10000;
-        for (uint64_t call = 0; call < 4 * StoreKindChooser::kExploreEvery; ++call) {
-            if (StoreKindChooserOf(dtype).Streaming() == fast) return true;
+        args.n = n;
+        args.c = c;
+        args.weight = weighted ? &kWeight : nullptr;
+        args.label_smoothing = smoothed;
+        args.z_loss = z_loss;
+        return args;
+    };
+    const std::vector<GradKernelArgs> calls = {
+        call(ACL_FLOAT, 100, 10000, false, false, false), call(ACL_FLOAT16, 100, 10000, false, false, false),
+        call(ACL_BF16, 100, 10000, false, false, false),  call(ACL_FLOAT, 200, 10000, false, false, false),
+        call(ACL_FLOAT, 100, 10000, true, false, false),  call(ACL_FLOAT, 100, 10000, true, true, false),
+        call(ACL_FLOAT, 100, 10000, false, false, true),  call(ACL_FLOAT, 1000, 1000, true, true, false)};
+    for (size_t x = 0; x < calls.size(); ++x) {
+        ASSERT_TRUE(BeginStoreKindCall(calls[x]).measured) << "call " << x;
+        for (size_t y = 0; y < x; ++y) {
+            EXPECT_NE(StoreKindKey(calls[x]), StoreKindKey(calls[y])) << "calls " << x << ", " << y;
+            EXPECT_NE(&StoreKindChooserFor(calls[x]), &StoreKindChooserFor(calls[y])) << "calls " << x << ", " << y;
+        }
+    }
+    // Runs calls like args, each reported as taking 1 s where it ran `fast` and 2 s otherwise, until that kind is
+    // current (at most a few rounds of trials); returns whether it became current.
+    const auto drive = [](const GradKernelArgs &args, bool fast) {
+        for (uint64_t k = 0; k < 4 * StoreKindChooser::kExploreEvery; ++k) {
+            if (StoreKindChooserFor(args).Streaming() == fast) return true;
             const StoreKindCall stores = BeginStoreKindCall(args);
             EXPECT_TRUE(stores.measured);
             EndStoreKindCall(stores, args, stores.trial.stream == fast ? 1.0 : 2.0);
         }
-        return StoreKindChooserOf(dtype).Streaming() == fast;
+        return StoreKindChooserFor(args).Streaming() == fast;
     };
-    const bool fp32_kind = StoreKindChooserOf(ACL_FLOAT).Streaming();
-    const bool half_kind = StoreKindChooserOf(ACL_BF16).Streaming();
-    const auto kind_before = [&](aclDataType dtype) { return dtype == ACL_FLOAT ? fp32_kind : half_kind; };
-    for (aclDataType dtype : {ACL_FLOAT, ACL_FLOAT16}) {
-        const aclDataType other = dtype == ACL_FLOAT ? ACL_BF16 : ACL_FLOAT;
+    std::vector<bool> kinds_before;
+    for (const GradKernelArgs &args : calls) kinds_before.push_back(StoreKindChooserFor(args).Streaming());
+    for (size_t x = 0; x < calls.size(); ++x) {
         for (bool kind : {false, true, false, true}) {
-            ASSERT_TRUE(drive(dtype, kind)) << DtypeName(dtype) << " to " << kind;
-            EXPECT_EQ(kind, StoreKindChooserOf(dtype).Streaming());
-            EXPECT_EQ(kind_before(other), StoreKindChooserOf(other).Streaming()) << DtypeName(dtype) << " to " << kind;
+            ASSERT_TRUE(drive(calls[x], kind)) << "call " << x << " to " << kind;
+            for (size_t y = 0; y < calls.size(); ++y) {
+                EXPECT_EQ(y == x ? kind : kinds_before[y], StoreKindChooserFor(calls[y]).Streaming())
+                    << "call " << x << " to " << kind << ", call " << y;
+            }
         }
-        ASSERT_TRUE(drive(dtype, kind_before(dtype)));  // as it was
+        ASSERT_TRUE(drive(calls[x], kinds_before[x]));  // as it was
     }
+}
+
+// More keys than choosers: a new key takes the least recently used chooser, which starts afresh (streaming); a key
+// looked up since keeps its own, and its kind.
+TEST(GradStreamingChoice, NewKeysTakeTheLeastRecentlyUsedChooser) {
+    StreamingThresholdsRestore restore;
+    SetStreamingThresholds({1000000, 16 << 10, StoreKinds::kMeasured});
+    GradKernelArgs args{};
+    args.dtype = ACL_FLOAT;
+    args.n = 100;
+    args.c = 10000;
+    // Calls of args reported as 1 s on regular stores and 2 s on streaming ones until regular stores are current.
+    for (uint64_t k = 0; k < 4 * StoreKindChooser::kExploreEvery && StoreKindChooserFor(args).Streaming(); ++k) {
+        const StoreKindCall stores = BeginStoreKindCall(args);
+        EndStoreKindCall(stores, args, stores.trial.stream ? 2.0 : 1.0);
+    }
+    ASSERT_FALSE(StoreKindChooserFor(args).Streaming());
+    StoreKindChooser *const own = &StoreKindChooserFor(args);
+    int64_t fresh = 1000;  // shapes of no other test
+    const auto new_keys = [&](size_t count) {
+        std::vector<StoreKindChooser *> taken;
+        for (size_t k = 0; k < count; ++k) {
+            GradKernelArgs other = args;
+            other.n = ++fresh;
+            taken.push_back(&StoreKindChooserFor(other));
+            EXPECT_TRUE(taken.back()->Streaming()) << "new key " << fresh;
+            EXPECT_NE(own, taken.back()) << "new key " << fresh;
+        }
+        return taken;
+    };
+    // args' chooser is the least recently used after these, but looked up again it is the most recent.
+    new_keys(kStoreKindChoosers - 1);
+    EXPECT_EQ(own, &StoreKindChooserFor(args));
+    EXPECT_FALSE(StoreKindChooserFor(args).Streaming());
+    const std::vector<StoreKindChooser *> taken = new_keys(kStoreKindChoosers - 1);  // the other 15 choosers
+    EXPECT_EQ(kStoreKindChoosers - 1, std::set<StoreKindChooser *>(taken.begin(), taken.end()).size());
+    EXPECT_FALSE(StoreKindChooserFor(args).Streaming());
+    // Now 16 new keys: the 16th takes args' chooser (the least recently used then), afresh.
+    new_keys(kStoreKindChoosers - 1);
+    GradKernelArgs last = args;
+    last.n = ++fresh;
+    StoreKindChooser &taken_over = StoreKindChooserFor(last);
+    EXPECT_EQ(own, &taken_over);
+    EXPECT_TRUE(taken_over.Streaming());                 // afresh
+    EXPECT_TRUE(StoreKindChooserFor(args).Streaming());  // args again: another chooser, afresh
 }
 
 // The chooser's rule: kTrialCalls calls in a row every kExploreEvery (from the second call on) try the other kind,
@@ -865,33 +945,42 @@ TEST(GradStreamingChoice, StoreKindChooserFollowsTheFasterKind) {
 
 // The measured store kind changes no bit: calls of every dtype through the plan (thresholds lowered so that they are
 // measured), kExploreEvery of them in a row, so that both kinds run (any kExploreEvery calls in a row hold the other
-// kind's trials), against regular stores throughout, on every kernel.
+// kind's trials), against regular stores throughout, on every kernel. Rows at both thresholds, and fp32 rows at the
+// output threshold alone (with smoothing and weights, on regular stores they run as one, FlatRows).
 TEST(GradStreamingChoice, MeasuredCallsGiveRegularBits) {
     StreamingThresholdsRestore restore;
     uint32_t seed = 4100;
+    struct Case {
+        int64_t c;
+        uint64_t row_threshold;
+    };
     for (const GradKernelInfo *kernel : GradKernels()) {
         for (aclDataType dtype : kDtypes) {
-            Problem p = MakeProblem(dtype, 8, 4099, kSmoothedWeighted, ++seed, 0, 1);
-            const std::vector<uint8_t> input = p.in;
-            const std::vector<uint8_t> regular =
-                RunWithStreaming(*kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
-            SetStreamingThresholds({0, 0, StoreKinds::kMeasured});
-            ASSERT_TRUE(BeginStoreKindCall(p.Args()).measured);  // (a call of the chooser's too)
-            for (uint64_t call = 0; call < StoreKindChooser::kExploreEvery; ++call) {
-                p.in = input;
-                Poison(p.out);
-                GradKernelArgs args = p.Args();
-                GradPlan plan = MakeGradPlan(args, 2);
-                plan.kernel = kernel;
-                RunGradPlan(plan, args);
-                const uint8_t *out = static_cast<const uint8_t *>(args.out);
-                std::vector<uint8_t> rows;
-                for (int64_t i = 0; i < p.n; ++i) {
-                    const uint8_t *row = out + i * args.out_row_stride * static_cast<int64_t>(ElementSize(dtype));
-                    rows.insert(rows.end(), row, row + p.c * ElementSize(dtype));
+            for (const Case &t : {Case{4099, 0}, Case{1031, UINT64_MAX}}) {
+                if (t.row_threshold != 0 && dtype != ACL_FLOAT) continue;  // (not measured)
+                Problem p = MakeProblem(dtype, 8, t.c, kSmoothedWeighted, ++seed, 0, 1);
+                const std::string what =
+                    std::string(kernel->name) + " " + DtypeName(dtype) + " C=" + std::to_string(t.c);
+                const std::vector<uint8_t> input = p.in;
+                const std::vector<uint8_t> regular =
+                    RunWithStreaming(*kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
+                SetStreamingThresholds({0, t.row_threshold, StoreKinds::kMeasured});
+                ASSERT_TRUE(BeginStoreKindCall(p.Args()).measured) << what;  // (a call of the chooser's too)
+                for (uint64_t call = 0; call < StoreKindChooser::kExploreEvery; ++call) {
+                    p.in = input;
+                    Poison(p.out);
+                    GradKernelArgs args = p.Args();
+                    GradPlan plan = MakeGradPlan(args, 2);
+                    plan.kernel = kernel;
+                    RunGradPlan(plan, args);
+                    const uint8_t *out = static_cast<const uint8_t *>(args.out);
+                    std::vector<uint8_t> rows;
+                    for (int64_t i = 0; i < p.n; ++i) {
+                        const uint8_t *row = out + i * args.out_row_stride * static_cast<int64_t>(ElementSize(dtype));
+                        rows.insert(rows.end(), row, row + p.c * ElementSize(dtype));
+                    }
+                    EXPECT_EQ(0, BitMismatches(dtype, regular, rows.data())) << what << " call " << call;
                 }
-                EXPECT_EQ(0, BitMismatches(dtype, regular, rows.data()))
-                    << kernel->name << " " << DtypeName(dtype) << " call " << call;
             }
         }
     }

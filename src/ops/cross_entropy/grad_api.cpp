@@ -52,6 +52,8 @@ GradKernelArgs MakeKernelArgs(const CrossEntropyGradProblem &p, const GradRowCoe
     args.weight_stride = weight.present ? weight.stride0 : 0;
     args.weight_pairs = weight_pairs;
     args.rows = rows;
+    args.label_smoothing = p.label_smoothing != 0.0;
+    args.z_loss = p.zloss_scale != 0.0;
     return args;
 }
 

@@ -1984,7 +1984,7 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 // fp32 rows stored back to back whose output streams, and whose rows have no weighted bias term (plain, weights
 // without smoothing, z-loss, smoothing without weights) or one over at most kFlatWeightedMaxColumns weights
 // (PlanFlatRows), run as one sequence of aligned vectors over the whole tile
-// (FlatStreamedRows) instead of row by row: a row's interior goes through the row loop, and the vector where one row
+// (FlatRows) instead of row by row: a row's interior goes through the row loop, and the vector where one row
 // ends and the next begins takes each lane's coefficients from its own row (FlatBoundaryVector). Row by row, every
 // row whose length is not a whole number of vectors began and ended with partial vectors through stack buffers, and
 // the output lines at row boundaries were written partly by regular, partly by streaming stores. In fp32 every such
@@ -1999,7 +1999,7 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 // before (RowSegmentsWeighted: four short streams in and out at once, each row's first and last vectors partial),
 // took 0.80x the time this way (65536 x 1000 smoothed+weighted, 1.40x the copy's time -> 1.13x; ab_libs, 7 rounds).
 
-// The whole vectors of FlatStreamedRows that hold a target element, kRowTargets at most, kept aside until their
+// The whole vectors of FlatRows that hold a target element, kRowTargets at most, kept aside until their
 // target elements are computed together (TargetBatch: StoreTarget's bits), then streamed, out of order (each a whole
 // aligned vector; where a vector is half a cache line, AVX2, the line's other half reaches memory apart). A target
 // element's input is read when its vector is computed, before anything is stored there, so also where out is logProb.
@@ -2112,7 +2112,7 @@ HWY_INLINE size_t StreamZeros(float *out, size_t j, size_t end) {
     return j;
 }
 
-// Whether a tile of whole rows may run as FlatStreamedRows, and with which bias kind: kNoBias where no row has a bias
+// Whether a tile of whole rows may run as FlatRows, and with which bias kind: kNoBias where no row has a bias
 // term, else kConstBias without weights, or kWeightBias where the weights are contiguous, finite and few enough to
 // stay in the L1 cache beside the streams (kFlatWeightedMaxColumns: 16 KiB; longer rows of weights go in groups,
 // RowSegmentsWeighted, which load each weight vector once for four rows). A row without a bias term gets the same bits
@@ -2153,12 +2153,13 @@ HWY_INLINE size_t SameScaleRun(const GradRowCoefficients *rows, size_t count, si
     return run;
 }
 
-// The tile's rows as one run (see above). Each row's target element goes into the vector that holds it
-// (FlatBoundaryVector), which streams with the others. Stored after its row instead, by a regular store into a line
-// just streamed, it cost more: here 65536 x 1000 fp32 plain, weighted and z-loss take 0.86-0.89x the time (ab_libs,
-// 3 rounds; without the target stores at all, plain ran at 1.20x the copy's time against 1.33x with them).
-template <BiasKind kBias>
-HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &tile) {
+// The tile's rows as one run (see above), on streaming stores where kStream, else regular ones. Each row's target
+// element goes into the vector that holds it (FlatBoundaryVector), which streams with the others. Stored after its row
+// instead, by a regular store into a line just streamed, it cost more: here 65536 x 1000 fp32 plain, weighted and
+// z-loss take 0.86-0.89x the time (ab_libs, 3 rounds; without the target stores at all, plain ran at 1.20x the copy's
+// time against 1.33x with them).
+template <BiasKind kBias, bool kStream>
+HWY_NOINLINE void FlatRows(const GradKernelArgs &args, const GradTile &tile) {
     const DF df;
     const size_t lanes = hn::Lanes(df);
     const size_t c = static_cast<size_t>(args.c);
@@ -2194,7 +2195,7 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
             const FastWindow window = RowFastWindow(a, b, true);
             const auto loop = [&](size_t to) {
                 if (j < to) {
-                    RowLoopOutOfLine<ACL_FLOAT, kBias, true, kCanStream, false>(
+                    RowLoopOutOfLine<ACL_FLOAT, kBias, true, kStream, false>(
                         df, in + row_start, out + row_start, j, to, hn::Set(df, a), hn::Set(df, b),
                         kBias == kWeightBias ? args.weight : nullptr, no_pairs, row, window, &j);
                 }
@@ -2213,7 +2214,7 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
                 const size_t q0 = v / c;
                 const size_t in_row = HWY_MIN(lanes, (q0 + 1) * c - v);  // lanes in row q0; the rest in row q0 + 1
                 FlatBoundaryVector<kBias>(args, in + row_start + v, out + row_start + v, lanes, in_row, rows[r + q0],
-                                          v - q0 * c, in_row < lanes ? rows[r + q0 + 1] : none, deferred, kCanStream);
+                                          v - q0 * c, in_row < lanes ? rows[r + q0 + 1] : none, deferred, kStream);
                 j = v + lanes;
             }
             loop(whole_end);
@@ -2225,12 +2226,23 @@ HWY_NOINLINE void FlatStreamedRows(const GradKernelArgs &args, const GradTile &t
             const size_t count = HWY_MIN(lanes, end - e);
             const bool last = last_row + 1 == tile_rows;
             FlatBoundaryVector<kBias>(args, in + e, out + e, count, run_end - e, rows[last_row], e - last_row * c,
-                                      last ? none : rows[last_row + 1], deferred, kCanStream);
+                                      last ? none : rows[last_row + 1], deferred, kStream);
             e += count;
         }
         r += run;
     }
     deferred.Flush();
+}
+
+// FlatRows on streaming stores, with the tile's bias kind (PlanFlatRows).
+HWY_INLINE void StreamFlatRows(const GradKernelArgs &args, const GradTile &tile, BiasKind bias) {
+    if (bias == kNoBias) {
+        FlatRows<kNoBias, true>(args, tile);
+    } else if (bias == kConstBias) {
+        FlatRows<kConstBias, true>(args, tile);
+    } else {
+        FlatRows<kWeightBias, true>(args, tile);
+    }
 }
 
 // Contiguous rows (column strides 1, weight contiguous): the kernel streams straight from logProb to out.
@@ -2258,7 +2270,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         return out_base + i * args.out_row_stride + tile.col_begin * args.out_col_stride;
     };
     // The target column is recomputed in double after its row, kRowTargets rows' together (store_target, targets;
-    // FlatStreamedRows puts it into its vector instead). Its input is read after the row too, from the cache
+    // FlatRows puts it into its vector instead). Its input is read after the row too, from the cache
     // (target_before, target_after), except where out is logProb: there it is read before the row overwrites it. Read
     // before, it was a cache miss ahead of the row's loads (65536 x 1000 fp32: about 0.1 us a row).
     struct TargetInput {
@@ -2299,20 +2311,24 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         targets.Flush();
         return;  // (no streaming stores: rows this short never stream one by one)
     }
+    // A large fp32 output whose groups do not stream (their kind measured regular) runs its rows with a weighted
+    // bias term as one on regular stores too: in groups of four on regular stores they took 1.25x (1.17-1.30x) the
+    // time of streaming ones at 65536 x 1000 smoothed+weighted, and 1.01x (1.00-1.06x) run as one (ab_libs, 3
+    // rounds, every fp32 store regular against the streaming build). The other variants keep the row path there
+    // (run as one on regular stores: plain alike, weighted 1.13x and z-loss 1.05x the time of the row path).
+    const bool flat_regular = !stream_groups && args.weight != nullptr && ReachesOutputThreshold(args);
     if constexpr (kType == ACL_FLOAT && kCanStream) {
-        if (stream_groups && count == static_cast<size_t>(args.c) && count >= 2 * hn::Lanes(DF()) &&
+        if ((stream_groups || flat_regular) && count == static_cast<size_t>(args.c) && count >= 2 * hn::Lanes(DF()) &&
             args.log_prob_row_stride == args.c && args.out_row_stride == args.c &&
             StreamPeel(out_row(tile.row_begin)) != kNotElementAligned) {
             const FlatPlan flat = PlanFlatRows(args, tile, weights);
-            if (flat.usable) {
-                if (flat.bias == kNoBias) {
-                    FlatStreamedRows<kNoBias>(args, tile);
-                } else if (flat.bias == kConstBias) {
-                    FlatStreamedRows<kConstBias>(args, tile);
-                } else {
-                    FlatStreamedRows<kWeightBias>(args, tile);
-                }
+            if (flat.usable && stream_groups) {
+                StreamFlatRows(args, tile, flat.bias);
                 hwy::FlushStream();
+                return;
+            }
+            if (flat.usable && flat.bias == kWeightBias) {
+                FlatRows<kWeightBias, false>(args, tile);
                 return;
             }
         }

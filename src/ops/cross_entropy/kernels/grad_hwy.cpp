@@ -18,6 +18,7 @@
 #if HWY_ONCE
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "common/exp_double.h"
@@ -51,28 +52,39 @@ namespace {
 // pair of vectors between a bf16 load and store shows the second case alone (x copy 1.39 streaming, 0.96
 // regular): a streaming store holds its write-combining buffer until the line reaches memory, and where the core
 // is busy computing those buffers run out before the memory does. So by default each large 16-bit call's kind is
-// measured (StoreKinds::kMeasured, StoreKindChooser). fp32 is measured too, with a chooser of its own: on the Zen 4
+// measured (StoreKinds::kMeasured, StoreKindChooser). fp32 is measured too, from the output threshold on: on the Zen 4
 // machine streaming stores won by far (regular ones took 1.3-1.5x the time, the figures above), while on the Zen 5
 // machine regular stores took 0.90-1.0x its time where memory was fast (8192 x 50257 plain 1.0x, smoothed+weighted
 // 0.90x; 2048 x 128256 0.75-1.0x) and 0.82-0.94x on another day (the copy at 26-55 GB/s: 4096 x 32000, 8192 x
-// 50257 and 2048 x 128256 plain and smoothed+weighted, `bench/ab_libs.sh -r 4`, paired medians).
+// 50257 and 2048 x 128256 plain and smoothed+weighted, `bench/ab_libs.sh -r 4`, paired medians). Each shape and
+// variant has a chooser of its own (below).
 std::atomic<uint64_t> g_streaming_output_bytes{uint64_t{64} << 20};
 std::atomic<uint64_t> g_streaming_row_bytes{uint64_t{16} << 10};
 std::atomic<StoreKinds> g_store_kinds{StoreKinds::kMeasured};
-// The choosers of fp32 calls and of 16-bit ones: their kinds win on different machines and memory speeds.
-StoreKindChooser g_store_kind_choosers[2];
+// The choosers, one per shape and variant (StoreKindChooserFor): fp32 and 16-bit calls, and the variants, win with
+// different kinds (65536 x 1000 fp32, every store regular against the streaming build, ab_libs, 4 rounds: plain 1.04x,
+// weighted 0.91x, smoothed+weighted 1.32x, z-loss 1.09x the time).
+struct StoreKindSlot {
+    std::atomic<uint64_t> key{0};       // the key it serves (StoreKindKey, never 0); 0: free
+    std::atomic<uint64_t> last_use{0};  // g_store_kind_uses when it was last looked up
+    StoreKindChooser chooser;
+};
+StoreKindSlot g_store_kind_slots[kStoreKindChoosers];
+std::atomic<uint64_t> g_store_kind_uses{0};
 
 uint64_t ElementBytes(aclDataType dtype) { return dtype == ACL_FLOAT ? 4 : 2; }
 
 uint64_t RowBytes(const GradKernelArgs &args) { return static_cast<uint64_t>(args.c) * ElementBytes(args.dtype); }
 
-bool ReachesOutputThreshold(const GradKernelArgs &args) {
-    return static_cast<uint64_t>(args.n) * RowBytes(args) >= g_streaming_output_bytes.load(std::memory_order_relaxed);
-}
-
 // Whether the call reaches both thresholds (its store kind aside).
 bool ReachesStreamingThresholds(const GradKernelArgs &args) {
     return ReachesOutputThreshold(args) && RowBytes(args) >= g_streaming_row_bytes.load(std::memory_order_relaxed);
+}
+
+// Whether the call's store kind is StoreKinds' to decide (measured, where so): outputs that reach both thresholds,
+// and fp32 ones from the output threshold on.
+bool DecidedByStoreKinds(const GradKernelArgs &args) {
+    return ReachesStreamingThresholds(args) || (args.dtype == ACL_FLOAT && ReachesOutputThreshold(args));
 }
 
 // Whether the call's kind (StoreKinds; where measured, the kind this call runs) is streaming.
@@ -83,12 +95,14 @@ bool KindStreams(const GradKernelArgs &args) {
 
 }  // namespace
 
+bool ReachesOutputThreshold(const GradKernelArgs &args) {
+    return static_cast<uint64_t>(args.n) * RowBytes(args) >= g_streaming_output_bytes.load(std::memory_order_relaxed);
+}
+
 bool UseStreamingStores(const GradKernelArgs &args) { return ReachesStreamingThresholds(args) && KindStreams(args); }
 
 bool UseStreamingStoresForRowGroups(const GradKernelArgs &args) {
-    // A call at both thresholds stores its groups as its rows (as its kind says); shorter rows stream from the output
-    // threshold on.
-    return ReachesStreamingThresholds(args) ? KindStreams(args) : ReachesOutputThreshold(args);
+    return ReachesOutputThreshold(args) && KindStreams(args);
 }
 
 StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
@@ -96,7 +110,39 @@ StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
             g_streaming_row_bytes.exchange(thresholds.row_bytes), g_store_kinds.exchange(thresholds.store_kinds)};
 }
 
-StoreKindChooser &StoreKindChooserOf(aclDataType dtype) { return g_store_kind_choosers[dtype == ACL_FLOAT ? 0 : 1]; }
+StoreKindChooser &StoreKindChooserFor(const GradKernelArgs &args) {
+    const uint64_t key = StoreKindKey(args);
+    const uint64_t use = g_store_kind_uses.fetch_add(1, std::memory_order_relaxed) + 1;
+    for (;;) {
+        StoreKindSlot *oldest = &g_store_kind_slots[0];
+        for (StoreKindSlot &slot : g_store_kind_slots) {
+            if (slot.key.load(std::memory_order_relaxed) == key) {
+                slot.last_use.store(use, std::memory_order_relaxed);
+                return slot.chooser;
+            }
+            if (slot.last_use.load(std::memory_order_relaxed) < oldest->last_use.load(std::memory_order_relaxed)) {
+                oldest = &slot;
+            }
+        }
+        // None serves the key: it takes the least recently used (free ones first: never used), unless another call
+        // took that one meanwhile.
+        uint64_t expected = oldest->key.load(std::memory_order_relaxed);
+        if (oldest->key.compare_exchange_strong(expected, key, std::memory_order_relaxed)) {
+            oldest->last_use.store(use, std::memory_order_relaxed);
+            oldest->chooser.Reset();
+            return oldest->chooser;
+        }
+    }
+}
+
+void StoreKindChooser::Reset() {
+    calls_.store(0, std::memory_order_relaxed);
+    stream_.store(true, std::memory_order_relaxed);
+    key_.store(0, std::memory_order_relaxed);
+    last_cost_.store(0.0, std::memory_order_relaxed);
+    previous_cost_.store(0.0, std::memory_order_relaxed);
+    trial_wins_.store(0, std::memory_order_relaxed);
+}
 
 StoreKindChooser::Trial StoreKindChooser::Choose() {
     const uint64_t phase = calls_.fetch_add(1, std::memory_order_relaxed) % kExploreEvery;
@@ -130,31 +176,48 @@ bool StoreKindChooser::Record(const Trial &trial, uint64_t key, double seconds_p
     return true;
 }
 
+namespace {
+
+// A 64-bit mixing function (the finaliser of SplitMix64): every input bit moves about half the output bits.
+uint64_t Mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
+}  // namespace
+
 uint64_t StoreKindKey(const GradKernelArgs &args) {
-    // (A collision only compares two shapes' times once.)
-    uint64_t key = static_cast<uint64_t>(args.n) * 0x9e3779b97f4a7c15u;
-    key ^= static_cast<uint64_t>(args.c) + 0x7f4a7c15u + (key << 6) + (key >> 2);
-    return key ^ (static_cast<uint64_t>(args.dtype) << 1) ^ (args.weight != nullptr ? 1u : 0u);
+    // (A collision only compares two shapes' times once, or shares a chooser.)
+    const uint64_t variant = (args.weight != nullptr ? 1u : 0u) | (args.label_smoothing ? 2u : 0u) |
+                             (args.z_loss ? 4u : 0u) | static_cast<uint64_t>(args.dtype) << 3;
+    const uint64_t key = Mix(Mix(Mix(static_cast<uint64_t>(args.n)) ^ static_cast<uint64_t>(args.c)) ^ variant);
+    return key != 0 ? key : 1;  // (0 marks a free chooser)
 }
 
 StoreKindCall BeginStoreKindCall(const GradKernelArgs &args) {
-    if (g_store_kinds.load(std::memory_order_relaxed) != StoreKinds::kMeasured || !ReachesStreamingThresholds(args)) {
-        return StoreKindCall{false, {false, false}};
+    if (g_store_kinds.load(std::memory_order_relaxed) != StoreKinds::kMeasured || !DecidedByStoreKinds(args)) {
+        return StoreKindCall{false, {false, false}, nullptr};
     }
-    return StoreKindCall{true, StoreKindChooserOf(args.dtype).Choose()};
+    StoreKindChooser &chooser = StoreKindChooserFor(args);
+    return StoreKindCall{true, chooser.Choose(), &chooser};
 }
 
 void EndStoreKindCall(const StoreKindCall &call, const GradKernelArgs &args, double seconds) {
     if (!call.measured) return;
     const double seconds_per_byte = seconds / (static_cast<double>(args.n) * static_cast<double>(RowBytes(args)));
-    const bool switched = StoreKindChooserOf(args.dtype).Record(call.trial, StoreKindKey(args), seconds_per_byte);
+    const bool switched = call.chooser->Record(call.trial, StoreKindKey(args), seconds_per_byte);
+    if (LogLevel() < (switched ? 1 : 2)) return;
     const char *kind = call.trial.stream ? "streaming" : "regular";
-    const char *type = args.dtype == ACL_FLOAT ? "fp32" : "16-bit";
-    if (switched && LogLevel() >= 1) {
-        Log(1, "cross-entropy grad: %s stores now %s (its trial: %.3f ns per output byte)", type, kind,
+    char call_name[96];
+    std::snprintf(call_name, sizeof(call_name), "%s N=%lld C=%lld%s%s%s", DataTypeName(args.dtype),
+                  static_cast<long long>(args.n), static_cast<long long>(args.c), args.weight ? " weighted" : "",
+                  args.label_smoothing ? " smoothed" : "", args.z_loss ? " z-loss" : "");
+    if (switched) {
+        Log(1, "cross-entropy grad: %s: stores now %s (its trial: %.3f ns per output byte)", call_name, kind,
             1e9 * seconds_per_byte);
-    } else if (LogLevel() >= 2) {
-        Log(2, "cross-entropy grad: %s stores %s%s, %.3f ns per output byte", type, kind,
+    } else {
+        Log(2, "cross-entropy grad: %s: stores %s%s, %.3f ns per output byte", call_name, kind,
             call.trial.explore ? " (trial)" : "", 1e9 * seconds_per_byte);
     }
 }

@@ -17,17 +17,20 @@ namespace openaclnn::cross_entropy {
 bool UseStreamingStores(const GradKernelArgs &args);
 
 // The same for fp32 rows with weights done in groups (RunWeightedRows) and for the packed rows run as one
-// (FlatStreamedRows): as UseStreamingStores where the call reaches both thresholds, and from the output threshold on
-// where its rows are shorter, the groups' peels and tails costing less than the single rows' do.
+// (FlatRows): from the output threshold on, whatever the rows' length (the groups' peels and tails costing less than
+// the single rows' do), as StreamingThresholds::store_kinds says.
 bool UseStreamingStoresForRowGroups(const GradKernelArgs &args);
 
-// How outputs that reach both thresholds are stored: with regular stores, with streaming ones, or with the kind
-// that measures faster on the machine at the time (the default; StoreKindChooser, one for fp32 calls and one for
-// fp16/bf16 calls).
+// Whether the whole output reaches the output threshold (StreamingThresholds::output_bytes).
+bool ReachesOutputThreshold(const GradKernelArgs &args);
+
+// How large outputs are stored (those that reach both thresholds, and fp32 ones from the output threshold on): with
+// regular stores, with streaming ones, or with the kind that measures faster on the machine at the time (the default;
+// StoreKindChooser, one per shape and variant).
 enum class StoreKinds { kRegular, kStreaming, kMeasured };
 
-// From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached); and
-// how the outputs that reach both are stored.
+// From which sizes streaming stores are used: the whole output's bytes and one row's (both must be reached, except by
+// fp32's groups and runs of rows, UseStreamingStoresForRowGroups); and how those outputs are stored.
 struct StreamingThresholds {
     uint64_t output_bytes;
     uint64_t row_bytes;
@@ -58,6 +61,8 @@ public:
     // trial's kind became current.
     bool Record(const Trial &trial, uint64_t key, double seconds_per_byte);
     bool Streaming() const { return stream_.load(std::memory_order_relaxed); }
+    // Back to its state when made (streaming current, no samples).
+    void Reset();
 
 private:
     std::atomic<uint64_t> calls_{0};
@@ -68,17 +73,22 @@ private:
     std::atomic<uint64_t> trial_wins_{0};     // trial calls in a row that beat them
 };
 
-// The chooser of a dtype's calls: one for fp32, one shared by fp16 and bf16.
-StoreKindChooser &StoreKindChooserOf(aclDataType dtype);
-
-// A call's shape for StoreKindChooser: N, C, the dtype and whether it has weights.
+// A call's shape and variant for StoreKindChooser: N, C, the dtype, whether it has weights, label smoothing and
+// z-loss.
 uint64_t StoreKindKey(const GradKernelArgs &args);
+
+// The chooser of a call: one per key (StoreKindKey), kStoreKindChoosers of them. A key that has none takes a free
+// one, or else the least recently used, which starts afresh (Reset). Safe to call from concurrent calls (two new keys
+// at once may take the same chooser, and then share it until one of them takes another).
+constexpr size_t kStoreKindChoosers = 16;
+StoreKindChooser &StoreKindChooserFor(const GradKernelArgs &args);
 
 // For RunGradPlan: whether the call's store kind is measured, and the kind it runs (BeginStoreKindCall,
 // before the kernel: set args.stream_measured = trial.stream); then its time (EndStoreKindCall).
 struct StoreKindCall {
     bool measured;
     StoreKindChooser::Trial trial;
+    StoreKindChooser *chooser;  // the call's (StoreKindChooserFor), where measured
 };
 StoreKindCall BeginStoreKindCall(const GradKernelArgs &args);
 void EndStoreKindCall(const StoreKindCall &call, const GradKernelArgs &args, double seconds);

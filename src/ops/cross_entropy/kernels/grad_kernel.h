@@ -98,6 +98,10 @@ struct GradKernelArgs {
     // Whether rows that reach the streaming thresholds stream, where the store kind is measured per call
     // (StoreKinds::kMeasured, grad_hwy_shared.h; RunGradPlan sets it). Only speed depends on it.
     bool stream_measured;
+    // Whether the call has label smoothing and z-loss (nonzero attributes). Only the store kind's key reads them
+    // (StoreKindKey): calls that differ in them take other paths, whose fastest store kind may differ.
+    bool label_smoothing;
+    bool z_loss;
 };
 
 // The number of floats SplitWeightPairs writes for c classes.
