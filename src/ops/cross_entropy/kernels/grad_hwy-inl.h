@@ -1981,23 +1981,24 @@ HWY_INLINE void GradRowsPacked(const GradKernelArgs &args, const GradTile &tile,
 
 // ---- long packed fp32 rows, streamed as one run --------------------------------------------------------------
 
-// fp32 rows stored back to back whose output streams, and whose rows have no weighted bias term (plain, weights
-// without smoothing, z-loss, smoothing without weights) or one over at most kFlatWeightedMaxColumns weights
-// (PlanFlatRows), run as one sequence of aligned vectors over the whole tile
-// (FlatRows) instead of row by row: a row's interior goes through the row loop, and the vector where one row
-// ends and the next begins takes each lane's coefficients from its own row (FlatBoundaryVector). Row by row, every
-// row whose length is not a whole number of vectors began and ended with partial vectors through stack buffers, and
-// the output lines at row boundaries were written partly by regular, partly by streaming stores. In fp32 every such
-// row gives the same bits with the constant bias term b (b == +0 gives exp(x) a itself), so one bias kind serves the
-// tile; rows for the double path, or with weights and a bias term (done in groups instead), keep the row path.
-// 65536 x 1000 plain against row by row (whose rows of 4000 bytes did not stream): 0.82-0.91x the time (with the
-// target element stored after its row); 16384 x 4000 0.75x. The same run for fp16 and bf16 rows (a unit of two vectors
-// per streaming store) took 1.2x and 1.5x the time of their regular stores on 65536 x 1000: fp32 only. Consecutive rows
-// with the same coefficients (SameRowScale: every row of a mean or sum without weights) go through the row loop as
-// one range, kFlatRunRows at a time, with no boundary vector between them: 65536 x 1000 plain 0.79x and z-loss 0.85x
-// the time of a call of the row loop per row (ab_libs, 5 rounds). Rows with a weighted bias term, in groups of four
-// before (RowSegmentsWeighted: four short streams in and out at once, each row's first and last vectors partial),
-// took 0.80x the time this way (65536 x 1000 smoothed+weighted, 1.40x the copy's time -> 1.13x; ab_libs, 7 rounds).
+// fp32 rows stored back to back whose output streams, and whose rows have no weighted bias term (plain, weights without
+// smoothing, z-loss, smoothing without weights) or one over at most kFlatWeightedMaxColumns weights (PlanFlatRows), run
+// as one sequence of aligned vectors over the whole tile (FlatRows; on regular stores too, for the rows with a weighted
+// bias term of a large output: GradTileContiguous) instead of row by row: a row's interior goes through the row loop,
+// and the vector where one row ends and the next begins takes each lane's coefficients from its own row
+// (FlatBoundaryVector). Row by row, every row whose length is not a whole number of vectors began and ended with
+// partial vectors through stack buffers, and the output lines at row boundaries were written partly by regular, partly
+// by streaming stores. In fp32 every such row gives the same bits with the constant bias term b (b == +0 gives exp(x) a
+// itself), so one bias kind serves the tile; rows for the double path, or with weights and a bias term (done in groups
+// instead), keep the row path. 65536 x 1000 plain against row by row (whose rows of 4000 bytes did not stream):
+// 0.82-0.91x the time (with the target element stored after its row); 16384 x 4000 0.75x. The same run for fp16 and
+// bf16 rows (a unit of two vectors per streaming store) took 1.2x and 1.5x the time of their regular stores on 65536 x
+// 1000: fp32 only. Consecutive rows with the same coefficients (SameRowScale: every row of a mean or sum without
+// weights) go through the row loop as one range, kFlatRunRows at a time, with no boundary vector between them: 65536 x
+// 1000 plain 0.79x and z-loss 0.85x the time of a call of the row loop per row (ab_libs, 5 rounds). Rows with a
+// weighted bias term, in groups of four before (RowSegmentsWeighted: four short streams in and out at once, each row's
+// first and last vectors partial), took 0.80x the time this way (65536 x 1000 smoothed+weighted, 1.40x the copy's time
+// -> 1.13x; ab_libs, 7 rounds).
 
 // The whole vectors of FlatRows that hold a target element, kRowTargets at most, kept aside until their
 // target elements are computed together (TargetBatch: StoreTarget's bits), then streamed, out of order (each a whole

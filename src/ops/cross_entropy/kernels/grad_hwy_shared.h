@@ -79,7 +79,7 @@ uint64_t StoreKindKey(const GradKernelArgs &args);
 
 // The chooser of a call: one per key (StoreKindKey), kStoreKindChoosers of them. A key that has none takes a free
 // one, or else the least recently used, which starts afresh (Reset). Safe to call from concurrent calls (two new keys
-// at once may take the same chooser, and then share it until one of them takes another).
+// at once may share one chooser for a call).
 constexpr size_t kStoreKindChoosers = 16;
 StoreKindChooser &StoreKindChooserFor(const GradKernelArgs &args);
 
