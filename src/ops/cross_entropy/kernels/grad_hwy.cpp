@@ -110,8 +110,10 @@ StreamingThresholds SetStreamingThresholds(StreamingThresholds thresholds) {
             g_streaming_row_bytes.exchange(thresholds.row_bytes), g_store_kinds.exchange(thresholds.store_kinds)};
 }
 
-StoreKindChooser &StoreKindChooserFor(const GradKernelArgs &args) {
-    const uint64_t key = StoreKindKey(args);
+namespace {
+
+// The chooser of a key (StoreKindChooserFor).
+StoreKindChooser &ChooserOfKey(uint64_t key) {
     const uint64_t use = g_store_kind_uses.fetch_add(1, std::memory_order_relaxed) + 1;
     for (;;) {
         StoreKindSlot *oldest = &g_store_kind_slots[0];
@@ -134,6 +136,10 @@ StoreKindChooser &StoreKindChooserFor(const GradKernelArgs &args) {
         }
     }
 }
+
+}  // namespace
+
+StoreKindChooser &StoreKindChooserFor(const GradKernelArgs &args) { return ChooserOfKey(StoreKindKey(args)); }
 
 void StoreKindChooser::Reset() {
     calls_.store(0, std::memory_order_relaxed);
@@ -197,16 +203,17 @@ uint64_t StoreKindKey(const GradKernelArgs &args) {
 
 StoreKindCall BeginStoreKindCall(const GradKernelArgs &args) {
     if (g_store_kinds.load(std::memory_order_relaxed) != StoreKinds::kMeasured || !DecidedByStoreKinds(args)) {
-        return StoreKindCall{false, {false, false}, nullptr};
+        return StoreKindCall{false, {false, false}, nullptr, 0};
     }
-    StoreKindChooser &chooser = StoreKindChooserFor(args);
-    return StoreKindCall{true, chooser.Choose(), &chooser};
+    const uint64_t key = StoreKindKey(args);
+    StoreKindChooser &chooser = ChooserOfKey(key);
+    return StoreKindCall{true, chooser.Choose(), &chooser, key};
 }
 
 void EndStoreKindCall(const StoreKindCall &call, const GradKernelArgs &args, double seconds) {
     if (!call.measured) return;
     const double seconds_per_byte = seconds / (static_cast<double>(args.n) * static_cast<double>(RowBytes(args)));
-    const bool switched = call.chooser->Record(call.trial, StoreKindKey(args), seconds_per_byte);
+    const bool switched = call.chooser->Record(call.trial, call.key, seconds_per_byte);
     if (LogLevel() < (switched ? 1 : 2)) return;
     const char *kind = call.trial.stream ? "streaming" : "regular";
     char call_name[96];

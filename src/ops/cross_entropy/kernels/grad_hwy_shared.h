@@ -89,6 +89,7 @@ struct StoreKindCall {
     bool measured;
     StoreKindChooser::Trial trial;
     StoreKindChooser *chooser;  // the call's (StoreKindChooserFor), where measured
+    uint64_t key;               // and its key (StoreKindKey)
 };
 StoreKindCall BeginStoreKindCall(const GradKernelArgs &args);
 void EndStoreKindCall(const StoreKindCall &call, const GradKernelArgs &args, double seconds);
