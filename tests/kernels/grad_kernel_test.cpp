@@ -632,7 +632,7 @@ TEST_P(GradKernelTest, FlatRowsGiveRowBits) {
 // through the row loop together, up to kRowTargets of them. Against the same rows one tile per row, bit for bit (NaN
 // for NaN), and the reference: every dtype, rows ending on a vector boundary or not, runs broken by an ignored row,
 // a NaN row, a row of other coefficients and a row for the double path, more rows alike than one run takes, targets at
-// a row's last column and the next row's first, in place.
+// a row's last column and the next row's first, in place, and from the output threshold on (fp32 rows unmerged there).
 TEST_P(GradKernelTest, RowsOfOneScaleGiveRowBits) {
     const GradKernelInfo &kernel = *GetParam();
     StreamingThresholdsRestore restore;  // regular stores
@@ -680,6 +680,10 @@ TEST_P(GradKernelTest, RowsOfOneScaleGiveRowBits) {
                     RunWithStreaming(kernel, p, input, {UINT64_MAX, 0, StoreKinds::kRegular});
                 EXPECT_EQ(0, BitMismatches(dtype, together, in_place.data())) << what << " in place";
                 p.in_place = false;
+                // From the output threshold on, fp32 rows go one at a time on regular stores: the same bits.
+                const std::vector<uint8_t> large =
+                    RunWithStreaming(kernel, p, input, {0, UINT64_MAX, StoreKinds::kRegular});
+                EXPECT_EQ(0, BitMismatches(dtype, together, large.data())) << what << " at the output threshold";
                 p.in = input;
             }
         }
