@@ -27,6 +27,7 @@
 #include "ops/cross_entropy/grad_plan.h"
 #include "runtime/runtime.h"
 #include "bench_common.h"
+#include "copy_kinds.h"
 
 namespace {
 
@@ -203,6 +204,51 @@ void BM_Grad(benchmark::State &state, Shape shape, aclDataType dtype, Variant va
     state.counters["x_copy"] = benchmark::Counter(op_seconds / copy_seconds);
 }
 
+// A copy of the same bytes in Highway vectors, on regular or streaming stores, split across the op's threads as
+// RunCopy splits memcpy (at 4 KiB boundaries).
+void RunVectorCopy(Buffers &b, int threads, bool stream) {
+    const size_t bytes = static_cast<size_t>(b.shape.n * b.shape.c) * b.elem;
+    const int parts = bytes >= (1u << 17) ? threads : 1;
+#pragma omp parallel num_threads(parts)
+    {
+        const size_t k = static_cast<size_t>(omp_get_thread_num());
+        const size_t team = static_cast<size_t>(omp_get_num_threads());
+        const size_t begin = bytes * k / team / 4096 * 4096;
+        const size_t end = k + 1 == team ? bytes : bytes * (k + 1) / team / 4096 * 4096;
+        openaclnn_bench::VectorCopy(static_cast<char *>(b.out) + begin, static_cast<const char *>(b.log_prob) + begin,
+                                    end - begin, stream);
+    }
+}
+
+// Which copy is the floor: a vector copy on regular or on streaming stores, timed against RunCopy (memcpy) in the
+// same iterations, as the op is. `x_copy` is its time / memcpy's: below 1, that copy is the faster floor here.
+void BM_CopyKind(benchmark::State &state, Shape shape, bool stream) {
+    Buffers &b = GetBuffers(shape, ACL_FLOAT);
+    if (reinterpret_cast<uintptr_t>(b.log_prob) % 64 != 0 || reinterpret_cast<uintptr_t>(b.out) % 64 != 0) {
+        state.SkipWithError("buffers not 64-byte aligned");
+        return;
+    }
+    const int threads = openaclnn::ConfiguredThreads();
+    RunVectorCopy(b, threads, stream);
+    RunCopy(b, threads);
+    double kind_seconds = 0, copy_seconds = 0;
+    for (auto _ : state) {
+        auto t0 = Clock::now();
+        RunVectorCopy(b, threads, stream);
+        auto t1 = Clock::now();
+        RunCopy(b, threads);
+        auto t2 = Clock::now();
+        const double kind = std::chrono::duration<double>(t1 - t0).count();
+        kind_seconds += kind;
+        copy_seconds += std::chrono::duration<double>(t2 - t1).count();
+        state.SetIterationTime(kind);
+    }
+    const double bytes = 2.0 * static_cast<double>(shape.n * shape.c) * b.elem;
+    state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / kind_seconds / 1e9);
+    state.counters["copy_GB/s"] = benchmark::Counter(bytes * state.iterations() / copy_seconds / 1e9);
+    state.counters["x_copy"] = benchmark::Counter(kind_seconds / copy_seconds);
+}
+
 // The small-call round trip: N = 8, C = 10, phase 1 + phase 2 + synchronise.
 void BM_SmallCall(benchmark::State &state) {
     Buffers &b = GetBuffers(Shape{8, 10}, ACL_FLOAT);
@@ -256,6 +302,17 @@ void RegisterAll() {
                     ->Unit(benchmark::kMillisecond)
                     ->MinTime(0.3);
             }
+        }
+    }
+    for (const Shape &shape : kShapes) {
+        if (shape.n * shape.c < (int64_t{1} << 24)) continue;  // the large outputs only
+        for (bool stream : {false, true}) {
+            const std::string name = std::string("copy_kinds/") + std::to_string(shape.n) + "x" +
+                                     std::to_string(shape.c) + "/fp32/" + (stream ? "streaming" : "regular");
+            benchmark::RegisterBenchmark(name.c_str(), BM_CopyKind, shape, stream)
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond)
+                ->MinTime(0.3);
         }
     }
     benchmark::RegisterBenchmark("small_call/8x10/fp32/plain", BM_SmallCall)->Unit(benchmark::kMicrosecond);

@@ -1,0 +1,58 @@
+// Copies of a buffer with Highway vectors on regular stores and on streaming (non-temporal) stores, for grad_bench's
+// copy_kinds rows: which kind of copy is this machine's memory-speed floor. Compiled for every target Highway builds
+// and dispatched at run time, as the kernels are.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "copy_kinds.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "copy_kinds.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace openaclnn_bench {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// dst[0, bytes) <- src[0, bytes); both aligned to the vector size (the callers split at 4 KiB).
+void CopyVectors(const uint8_t *src, uint8_t *dst, size_t bytes, bool stream) {
+    const hn::ScalableTag<uint8_t> d;
+    const size_t lanes = hn::Lanes(d);
+    size_t i = 0;
+    if (stream) {
+        for (; i + 4 * lanes <= bytes; i += 4 * lanes) {
+            hn::Stream(hn::Load(d, src + i), d, dst + i);
+            hn::Stream(hn::Load(d, src + i + lanes), d, dst + i + lanes);
+            hn::Stream(hn::Load(d, src + i + 2 * lanes), d, dst + i + 2 * lanes);
+            hn::Stream(hn::Load(d, src + i + 3 * lanes), d, dst + i + 3 * lanes);
+        }
+        hwy::FlushStream();
+    } else {
+        for (; i + 4 * lanes <= bytes; i += 4 * lanes) {
+            hn::Store(hn::Load(d, src + i), d, dst + i);
+            hn::Store(hn::Load(d, src + i + lanes), d, dst + i + lanes);
+            hn::Store(hn::Load(d, src + i + 2 * lanes), d, dst + i + 2 * lanes);
+            hn::Store(hn::Load(d, src + i + 3 * lanes), d, dst + i + 3 * lanes);
+        }
+    }
+    for (; i < bytes; ++i) dst[i] = src[i];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace openaclnn_bench
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace openaclnn_bench {
+
+HWY_EXPORT(CopyVectors);
+
+void VectorCopy(void *dst, const void *src, size_t bytes, bool stream) {
+    HWY_DYNAMIC_DISPATCH(CopyVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, stream);
+}
+
+}  // namespace openaclnn_bench
+#endif  // HWY_ONCE
