@@ -181,27 +181,34 @@ void RunCopy(Buffers &b, int threads) {
     ThreadedCopy(b.out, b.log_prob, bytes, parts);
 }
 
-void BM_Grad(benchmark::State &state, Shape shape, aclDataType dtype, Variant variant) {
-    Buffers &b = GetBuffers(shape, dtype);
+// Times run() against the copy (RunCopy) on b's buffers, one of each per iteration, interleaved: the iteration's time
+// is run's; the counters are run's GB/s, the copy's and x_copy (run's time / the copy's over the benchmark).
+template <class Run>
+void TimeAgainstCopy(benchmark::State &state, Buffers &b, const Run &run) {
     const int threads = openaclnn::ConfiguredThreads();
-    RunOp(b, variant);  // warm: thread pools, page tables
+    run();  // warm: thread pools, page tables
     RunCopy(b, threads);
-    double op_seconds = 0, copy_seconds = 0;
+    double run_seconds = 0, copy_seconds = 0;
     for (auto _ : state) {
         auto t0 = Clock::now();
-        RunOp(b, variant);
+        run();
         auto t1 = Clock::now();
         RunCopy(b, threads);
         auto t2 = Clock::now();
-        const double op = std::chrono::duration<double>(t1 - t0).count();
-        op_seconds += op;
+        const double seconds = std::chrono::duration<double>(t1 - t0).count();
+        run_seconds += seconds;
         copy_seconds += std::chrono::duration<double>(t2 - t1).count();
-        state.SetIterationTime(op);
+        state.SetIterationTime(seconds);
     }
-    const double bytes = 2.0 * static_cast<double>(shape.n * shape.c) * b.elem;
-    state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / op_seconds / 1e9);
+    const double bytes = 2.0 * static_cast<double>(b.shape.n * b.shape.c) * b.elem;
+    state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / run_seconds / 1e9);
     state.counters["copy_GB/s"] = benchmark::Counter(bytes * state.iterations() / copy_seconds / 1e9);
-    state.counters["x_copy"] = benchmark::Counter(op_seconds / copy_seconds);
+    state.counters["x_copy"] = benchmark::Counter(run_seconds / copy_seconds);
+}
+
+void BM_Grad(benchmark::State &state, Shape shape, aclDataType dtype, Variant variant) {
+    Buffers &b = GetBuffers(shape, dtype);
+    TimeAgainstCopy(state, b, [&] { RunOp(b, variant); });
 }
 
 // A copy of the same bytes in Highway vectors, on regular or streaming stores, split across the op's threads as
@@ -229,24 +236,7 @@ void BM_CopyKind(benchmark::State &state, Shape shape, bool stream) {
         return;
     }
     const int threads = openaclnn::ConfiguredThreads();
-    RunVectorCopy(b, threads, stream);
-    RunCopy(b, threads);
-    double kind_seconds = 0, copy_seconds = 0;
-    for (auto _ : state) {
-        auto t0 = Clock::now();
-        RunVectorCopy(b, threads, stream);
-        auto t1 = Clock::now();
-        RunCopy(b, threads);
-        auto t2 = Clock::now();
-        const double kind = std::chrono::duration<double>(t1 - t0).count();
-        kind_seconds += kind;
-        copy_seconds += std::chrono::duration<double>(t2 - t1).count();
-        state.SetIterationTime(kind);
-    }
-    const double bytes = 2.0 * static_cast<double>(shape.n * shape.c) * b.elem;
-    state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / kind_seconds / 1e9);
-    state.counters["copy_GB/s"] = benchmark::Counter(bytes * state.iterations() / copy_seconds / 1e9);
-    state.counters["x_copy"] = benchmark::Counter(kind_seconds / copy_seconds);
+    TimeAgainstCopy(state, b, [&] { RunVectorCopy(b, threads, stream); });
 }
 
 // The small-call round trip: N = 8, C = 10, phase 1 + phase 2 + synchronise.
