@@ -719,7 +719,8 @@ HWY_INLINE bool InFastWindow(VF t0, VF t1, hn::Vec<DU> base) {
 //    (fp32 plain unchanged, bf16 plain 1.08-1.14x -> 1.16-1.26x), so only bias rows prefetch there. 1 and 4 KiB
 //    ahead gained less on the bias rows. With streaming stores the 16-bit rows with a bias term keep it (without it,
 //    smoothed+weighted took 1.15x the time, fp16 and bf16 alike), but the fp32 rows done in groups
-//    (RowSegmentsWeighted) drop it (with it, two rows at a time took 1.25x).
+//    (RowSegmentsWeighted) drop it (with it, two rows at a time took 1.25x). The fp32 rows with weights run as one
+//    (FlatRows) drop it on either kind of store (FlatPairsOf).
 template <BiasKind kBias, bool kStream, bool kRowGroup>
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kPrefetchBytes = (kBias == kNoBias || (kStream && kRowGroup)) ? 0 : 2048;
@@ -944,14 +945,16 @@ HWY_NOINLINE size_t RowPairsOf(DF df, const typename Storage<kType>::T *in, type
     return RowPairs<kType, kBias, kGuard, kStream, false>(df, in, out, j, end, a, b, w, row, window);
 }
 
-// The fp32 pair loop of FlatRows' rows with a weighted bias term, without the software prefetch: one stream in and
-// one out, which the hardware prefetcher follows. 65536 x 1000 smoothed+weighted took 0.880x (0.858-0.901x) the time
-// without it on regular stores and 0.933x (0.915-1.275x) on streaming ones, while the rows of 2048 x 128256, in groups
-// of four streams, took 1.136x without it (ab_libs, 4 rounds, every prefetch left out, each store kind forced).
+// The fp32 pair loop of FlatRows' rows with a weighted bias term, without the software prefetch on AVX-512 (one
+// stream in and one out, which the hardware prefetcher follows; the other targets keep it, unmeasured there). AMD Zen
+// 5, every AVX-512 prefetch left out, each store kind forced (ab_libs, 4 rounds): 65536 x 1000 smoothed+weighted took
+// 0.880x (0.858-0.901x) the time on regular stores and 0.933x (0.915-1.275x) on streaming ones, while the rows of 2048
+// x 128256, in groups of four streams, took 1.136x. Only the flat run's, with the kind measured: 0.941x (0.825-1.063x).
 template <BiasKind kBias, bool kStream>
 HWY_NOINLINE size_t FlatPairsOf(DF df, const float *in, float *out, size_t j, size_t end, VF a, VF b, const float *w,
                                 const GradRowCoefficients &row, FastWindow window) {
-    return RowPairs<ACL_FLOAT, kBias, true, kStream, false, false>(df, in, out, j, end, a, b, w, row, window);
+    constexpr bool kPrefetch = !(HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL);
+    return RowPairs<ACL_FLOAT, kBias, true, kStream, false, kPrefetch>(df, in, out, j, end, a, b, w, row, window);
 }
 
 #if OPENACLNN_GRAD_NATIVE_BF16
