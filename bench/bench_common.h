@@ -52,15 +52,22 @@ inline void *DeviceAlloc(size_t bytes) {
 }
 
 // The copy floor: dst <- src, `bytes` split into `parts` contiguous pieces (64-byte aligned boundaries), each
-// copied by its own OpenMP thread.
-inline void ThreadedCopy(void *dst, const void *src, size_t bytes, int parts) {
+// copied by its own OpenMP thread, by memcpy or by `copy` (called as memcpy is).
+inline void ThreadedCopy(void *dst, const void *src, size_t bytes, int parts,
+                         void (*copy)(void *, const void *, size_t) = nullptr) {
 #pragma omp parallel num_threads(parts)
     {
         const size_t k = static_cast<size_t>(omp_get_thread_num());
         const size_t team = static_cast<size_t>(omp_get_num_threads());
         const size_t begin = bytes * k / team / 64 * 64;
         const size_t end = k + 1 == team ? bytes : bytes * (k + 1) / team / 64 * 64;
-        std::memcpy(static_cast<char *>(dst) + begin, static_cast<const char *>(src) + begin, end - begin);
+        char *to = static_cast<char *>(dst) + begin;
+        const char *from = static_cast<const char *>(src) + begin;
+        if (copy != nullptr) {
+            copy(to, from, end - begin);
+        } else {
+            std::memcpy(to, from, end - begin);
+        }
     }
 }
 

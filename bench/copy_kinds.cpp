@@ -17,7 +17,7 @@ namespace openaclnn_bench {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// dst[0, bytes) <- src[0, bytes); both aligned to the vector size (the callers split at 4 KiB).
+// dst[0, bytes) <- src[0, bytes); both aligned to the vector size (the callers split at 64-byte boundaries).
 void CopyVectors(const uint8_t *src, uint8_t *dst, size_t bytes, bool stream) {
     const hn::ScalableTag<uint8_t> d;
     const size_t lanes = hn::Lanes(d);
@@ -50,8 +50,12 @@ namespace openaclnn_bench {
 
 HWY_EXPORT(CopyVectors);
 
-void VectorCopy(void *dst, const void *src, size_t bytes, bool stream) {
-    HWY_DYNAMIC_DISPATCH(CopyVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, stream);
+void RegularCopy(void *dst, const void *src, size_t bytes) {
+    HWY_DYNAMIC_DISPATCH(CopyVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, false);
+}
+
+void StreamingCopy(void *dst, const void *src, size_t bytes) {
+    HWY_DYNAMIC_DISPATCH(CopyVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, true);
 }
 
 }  // namespace openaclnn_bench

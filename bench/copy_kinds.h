@@ -6,9 +6,10 @@
 
 namespace openaclnn_bench {
 
-// dst[0, bytes) <- src[0, bytes) in vectors of the best target this CPU has, on streaming (non-temporal) stores
-// where `stream`, else on regular ones. dst and src aligned to 64 bytes.
-void VectorCopy(void *dst, const void *src, size_t bytes, bool stream);
+// dst[0, bytes) <- src[0, bytes) in vectors of the best target this CPU has, on regular or on streaming
+// (non-temporal) stores; called as memcpy is. dst and src aligned to 64 bytes.
+void RegularCopy(void *dst, const void *src, size_t bytes);
+void StreamingCopy(void *dst, const void *src, size_t bytes);
 
 }  // namespace openaclnn_bench
 

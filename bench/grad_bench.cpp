@@ -174,11 +174,11 @@ void RunOp(Buffers &b, Variant variant) {
     for (aclTensor *t : {log_prob, out, target, grad_loss, weight, grad_zloss, lse}) aclDestroyTensor(t);
 }
 
-// The copy floor: out <- logProb, split across the op's threads.
-void RunCopy(Buffers &b, int threads) {
+// The copy floor: out <- logProb, split across the op's threads; by memcpy, or by `copy` (ThreadedCopy).
+void RunCopy(Buffers &b, int threads, void (*copy)(void *, const void *, size_t) = nullptr) {
     const size_t bytes = static_cast<size_t>(b.shape.n * b.shape.c) * b.elem;
     const int parts = bytes >= (1u << 17) ? threads : 1;
-    ThreadedCopy(b.out, b.log_prob, bytes, parts);
+    ThreadedCopy(b.out, b.log_prob, bytes, parts, copy);
 }
 
 // Times run() against the copy (RunCopy) on b's buffers, one of each per iteration, interleaved: the iteration's time
@@ -211,22 +211,6 @@ void BM_Grad(benchmark::State &state, Shape shape, aclDataType dtype, Variant va
     TimeAgainstCopy(state, b, [&] { RunOp(b, variant); });
 }
 
-// A copy of the same bytes in Highway vectors, on regular or streaming stores, split across the op's threads as
-// RunCopy splits memcpy (at 4 KiB boundaries).
-void RunVectorCopy(Buffers &b, int threads, bool stream) {
-    const size_t bytes = static_cast<size_t>(b.shape.n * b.shape.c) * b.elem;
-    const int parts = bytes >= (1u << 17) ? threads : 1;
-#pragma omp parallel num_threads(parts)
-    {
-        const size_t k = static_cast<size_t>(omp_get_thread_num());
-        const size_t team = static_cast<size_t>(omp_get_num_threads());
-        const size_t begin = bytes * k / team / 4096 * 4096;
-        const size_t end = k + 1 == team ? bytes : bytes * (k + 1) / team / 4096 * 4096;
-        openaclnn_bench::VectorCopy(static_cast<char *>(b.out) + begin, static_cast<const char *>(b.log_prob) + begin,
-                                    end - begin, stream);
-    }
-}
-
 // Which copy is the floor: a vector copy on regular or on streaming stores, timed against RunCopy (memcpy) in the
 // same iterations, as the op is. `x_copy` is its time / memcpy's: below 1, that copy is the faster floor here.
 void BM_CopyKind(benchmark::State &state, Shape shape, bool stream) {
@@ -236,7 +220,9 @@ void BM_CopyKind(benchmark::State &state, Shape shape, bool stream) {
         return;
     }
     const int threads = openaclnn::ConfiguredThreads();
-    TimeAgainstCopy(state, b, [&] { RunVectorCopy(b, threads, stream); });
+    // (Split as memcpy is: the pieces start on 64-byte boundaries, so the vectors are aligned.)
+    const auto copy = stream ? openaclnn_bench::StreamingCopy : openaclnn_bench::RegularCopy;
+    TimeAgainstCopy(state, b, [&] { RunCopy(b, threads, copy); });
 }
 
 // The small-call round trip: N = 8, C = 10, phase 1 + phase 2 + synchronise.

@@ -950,11 +950,11 @@ HWY_NOINLINE size_t RowPairsOf(DF df, const typename Storage<kType>::T *in, type
 // 5, every AVX-512 prefetch left out, each store kind forced (ab_libs, 4 rounds): 65536 x 1000 smoothed+weighted took
 // 0.880x (0.858-0.901x) the time on regular stores and 0.933x (0.915-1.275x) on streaming ones, while the rows of 2048
 // x 128256, in groups of four streams, took 1.136x. Only the flat run's, with the kind measured: 0.941x (0.825-1.063x).
-template <BiasKind kBias, bool kStream>
+template <bool kStream>
 HWY_NOINLINE size_t FlatPairsOf(DF df, const float *in, float *out, size_t j, size_t end, VF a, VF b, const float *w,
                                 const GradRowCoefficients &row, FastWindow window) {
     constexpr bool kPrefetch = !(HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL);
-    return RowPairs<ACL_FLOAT, kBias, true, kStream, false, kPrefetch>(df, in, out, j, end, a, b, w, row, window);
+    return RowPairs<ACL_FLOAT, kWeightBias, true, kStream, false, kPrefetch>(df, in, out, j, end, a, b, w, row, window);
 }
 
 #if OPENACLNN_GRAD_NATIVE_BF16
@@ -2211,8 +2211,8 @@ HWY_NOINLINE void FlatRows(const GradKernelArgs &args, const GradTile &tile) {
             const auto loop = [&](size_t to) {
                 if (j >= to) return;
                 if constexpr (kBias == kWeightBias) {
-                    j = FlatPairsOf<kBias, kStream>(df, in + row_start, out + row_start, j, to, hn::Set(df, a),
-                                                    hn::Set(df, b), args.weight, row, window);
+                    j = FlatPairsOf<kStream>(df, in + row_start, out + row_start, j, to, hn::Set(df, a), hn::Set(df, b),
+                                             args.weight, row, window);
                 } else {
                     RowLoopOutOfLine<ACL_FLOAT, kBias, true, kStream, false>(df, in + row_start, out + row_start, j, to,
                                                                              hn::Set(df, a), hn::Set(df, b), nullptr,
