@@ -74,6 +74,26 @@ fuzz: deps-test
 	cmake --build --preset fuzz -j $(JOBS)
 	bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
+# The 64-bit Arm build, cross-compiled (CMakePresets.json, preset arm64), its tests run under user-mode QEMU: the
+# kernel suite on every Arm kernel and the operator against the float64 reference at each ISA cap, with QEMU's
+# default SVE vector length (512 bits); the operator's output bits against the native build's (tests/arm64/
+# same_bits.sh); then the kernel suite's SVE and SVE2 cases and the bitwise comparison of every kernel again at 128
+# and 2048 bits (SVE code does not know its vector length until it runs).
+.PHONY: test-arm64
+ARM64_QEMU ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+test-arm64: deps-test
+	@bash scripts/install-deps.sh arm64
+	$(MAKE) build
+	cmake --preset arm64 $(CMAKE_FLAGS)
+	cmake --build --preset arm64 -j $(JOBS)
+	ctest --preset arm64 -j $(JOBS)
+	bash tests/arm64/same_bits.sh $(BUILD) build-arm64 $(ARM64_QEMU)
+	for bytes in 16 256; do \
+	    echo "== SVE vector length $$((bytes * 8)) bits"; \
+	    OMP_NUM_THREADS=1 $(ARM64_QEMU) -cpu max,sve-default-vector-length=$$bytes build-arm64/tests/kernels/grad_kernel_test \
+	        --gtest_brief=1 --gtest_filter='AllKernels/*SVE*:GradKernelEvery16BitInput.*:-*StreamingStores*' || exit 1; \
+	done
+
 # Tensors above 2^31 elements (label `large`: about 9 GB of memory and a minute or two), in the Release build.
 test-large: deps-test
 	$(MAKE) build

@@ -282,6 +282,9 @@ int RunProbe(const std::string &name, const std::vector<std::string> &args, cons
              std::string *output) {
     std::vector<std::string> words = {"env"};
     for (const std::string &e : env) words.push_back(ShellQuote(e));
+#ifdef OPENACLNN_TEST_EMULATOR
+    words.push_back(OPENACLNN_TEST_EMULATOR);  // a cross build's: the program and its options, as the shell splits them
+#endif
     words.push_back(ShellQuote(SelfPath()));
     words.push_back("--probe");
     words.push_back(ShellQuote(name));

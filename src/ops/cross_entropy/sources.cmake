@@ -10,6 +10,7 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/kernels/sources.cmake)
     include(${CMAKE_CURRENT_LIST_DIR}/kernels/sources.cmake)
 endif()
 target_include_directories(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR})
-# The reference kernel computes ExpDouble's steps one rounding each, as the SIMD kernels do: no contraction.
+# The reference kernel computes ExpDouble's steps one rounding each, as the SIMD kernels do: no contraction (every
+# file; see the top-level CMakeLists.txt), and the kernels' lighter debug information in the sanitizer builds.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/kernels/grad_reference.cpp
     PROPERTIES COMPILE_OPTIONS "${OPENACLNN_KERNEL_COMPILE_OPTIONS}")

@@ -11,6 +11,7 @@ target_sources(opapi_nn PRIVATE
 target_include_directories(opapi_nn PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 # No contraction of a*b+c into FMA: every Highway target performs the same operations and the results are bitwise
 # identical across targets (SSE4/SCALAR have no FMA). See kernels/loss_hwy.cpp.
-# (-ffp-contract=off, and lighter debug information in the sanitizer builds: see the top-level CMakeLists.txt.)
+# (-ffp-contract=off for every file, and lighter debug information for this one in the sanitizer builds: see the
+# top-level CMakeLists.txt.)
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/kernels/loss_hwy.cpp
     PROPERTIES COMPILE_OPTIONS "${OPENACLNN_KERNEL_COMPILE_OPTIONS}")

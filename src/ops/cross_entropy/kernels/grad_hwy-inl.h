@@ -211,41 +211,79 @@ struct ExpCoefficients<4> {
     static constexpr float kC[3] = {0x1.0006b8p-1f, 0x1.571d2p-3f, 0x1.5224e4p-5f};
 };
 
-// a and a_2 .. a_5 (those of the degree; the others unused).
+// a and a_2 .. a_5 (those of the degree; the others unused), formed once per row by the block loops. SVE's vectors
+// have no size at compile time and cannot be members of a struct: there the factors are kept as floats (a row's a is
+// the same in every lane) and broadcast where used. A float product rounds as the lanes of a vector product do, so
+// both forms give the same factors.
+#if HWY_HAVE_SCALABLE
+struct ExpFactors {
+    float a, a2, a3, a4, a5;
+};
+#else
 struct ExpFactors {
     VF a, a2, a3, a4, a5;
 };
+#endif
 
+// Of a row whose a is the same in every lane.
 template <int kDegree>
 HWY_INLINE ExpFactors MakeExpFactors(DF df, VF a) {
+#if HWY_HAVE_SCALABLE
+    (void)df;
+    const float s = hn::GetLane(a);
+    ExpFactors f{s, s, s, s, s};
+    const auto times = [s](float c) { return s * c; };
+#else
     ExpFactors f{a, a, a, a, a};
+    const auto times = [df, a](float c) { return hn::Mul(a, hn::Set(df, c)); };
+#endif
     if constexpr (kDegree < 6) {
         constexpr auto &c = ExpCoefficients<kDegree>::kC;
-        f.a2 = hn::Mul(a, hn::Set(df, c[0]));
-        f.a3 = hn::Mul(a, hn::Set(df, c[1]));
-        f.a4 = hn::Mul(a, hn::Set(df, c[2]));
-        if constexpr (kDegree == 5) f.a5 = hn::Mul(a, hn::Set(df, c[3]));
+        f.a2 = times(c[0]);
+        f.a3 = times(c[1]);
+        f.a4 = times(c[2]);
+        if constexpr (kDegree == 5) f.a5 = times(c[3]);
     }
     return f;
 }
 
-// The factors from a (formed here) or as given.
-template <int kDegree>
-HWY_INLINE ExpFactors AsExpFactors(DF df, VF a) {
-    return MakeExpFactors<kDegree>(df, a);
+// Factor a_k (k = 0 for a itself): from a row's ExpFactors, or formed from a vector of a, whose lanes may differ (rows
+// packed side by side).
+template <int kDegree, int kK>
+HWY_INLINE VF ExpFactor(DF df, VF a) {
+    if constexpr (kK == 0) {
+        (void)df;
+        return a;
+    } else {
+        return hn::Mul(a, hn::Set(df, ExpCoefficients<kDegree>::kC[kK - 2]));
+    }
 }
-template <int kDegree>
-HWY_INLINE const ExpFactors &AsExpFactors(DF /*df*/, const ExpFactors &f) {
-    return f;
+template <int kDegree, int kK>
+HWY_INLINE VF ExpFactor(DF df, const ExpFactors &f) {
+    const auto pick = [&f]() {
+        if constexpr (kK == 0) return f.a;
+        if constexpr (kK == 2) return f.a2;
+        if constexpr (kK == 3) return f.a3;
+        if constexpr (kK == 4) return f.a4;
+        if constexpr (kK == 5) return f.a5;
+    };
+#if HWY_HAVE_SCALABLE
+    return hn::Set(df, pick());
+#else
+    (void)df;
+    return pick();
+#endif
 }
 
-template <int kDegree>
-HWY_INLINE VF ScaledPoly(DF df, VF r, const ExpFactors &f) {
-    VF q = kDegree == 5 ? Fma(df, f.a5, r, f.a4) : f.a4;
-    q = Fma(df, q, r, f.a3);
-    q = Fma(df, q, r, f.a2);
-    q = Fma(df, q, r, f.a);
-    return Fma(df, q, r, f.a);
+template <int kDegree, class A>
+HWY_INLINE VF ScaledPoly(DF df, VF r, const A &a) {
+    VF q = ExpFactor<kDegree, 4>(df, a);
+    if constexpr (kDegree == 5) q = Fma(df, ExpFactor<kDegree, 5>(df, a), r, q);
+    q = Fma(df, q, r, ExpFactor<kDegree, 3>(df, a));
+    q = Fma(df, q, r, ExpFactor<kDegree, 2>(df, a));
+    const VF a0 = ExpFactor<kDegree, 0>(df, a);
+    q = Fma(df, q, r, a0);
+    return Fma(df, q, r, a0);
 }
 
 constexpr float kExpMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
@@ -289,12 +327,12 @@ HWY_INLINE VF ScaledExp(DF df, VF x, VF t_fast, const A &a) {
         r = Fma(df, kf, hn::Set(df, -0.693145751953125f), xc);
         r = Fma(df, kf, hn::Set(df, -1.42860676533018708e-6f), r);
     }
-    const auto &f = AsExpFactors<kDegree>(df, a);
     VF m;
     if constexpr (kDegree < 6) {
-        m = ScaledPoly<kDegree>(df, r, f);
+        m = ScaledPoly<kDegree>(df, r, a);
     } else {
-        m = Fma(df, ExpPolyMinusOne<kDegree>(df, r), f.a, f.a);
+        const VF a0 = ExpFactor<kDegree, 0>(df, a);
+        m = Fma(df, ExpPolyMinusOne<kDegree>(df, r), a0, a0);
     }
     // Fast path: t's bits are those of magic plus k, and magic's bits (0x4b400000) shifted left by 23 are 0 modulo
     // 2^32, so ShiftLeft<23>(bits(t)) is k << 23 without first subtracting magic's bits.
@@ -1274,6 +1312,8 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
 // keeps its prefetch, except with streaming stores (kStream: the rows start at the same peel, see kPrefetchBytes).
 // Every element gets RowSegment's bits (the same operations on the same values); a block of vectors off the fast
 // path in any row is redone for every row by the one-row loop, out of line, as is each row's tail.
+// Not on SVE, whose vectors cannot be array elements: there the rows go one at a time (RunWeightedRows).
+#if !HWY_HAVE_SCALABLE
 template <size_t kRows, bool kSharedBias, bool kStream>
 HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out, size_t count,
                                       const GradRowCoefficients *const *rows, const float *w, bool weights_finite) {
@@ -1348,6 +1388,8 @@ HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out,
         }
     }
 }
+
+#endif  // !HWY_HAVE_SCALABLE
 
 template <typename T>
 HWY_INLINE void ZeroSegment(T *out, size_t count) {
@@ -1566,6 +1608,13 @@ template <size_t kRows>
 HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_t count,
                                 const GradRowCoefficients *const *rows, const float *w, bool weights_finite,
                                 bool stream) {
+#if HWY_HAVE_SCALABLE
+    const PairWeights no_pairs{nullptr, nullptr, 0, 0.0f};
+    for (size_t q = 0; q < kRows; ++q) {
+        RowSegment<ACL_FLOAT, kWeightBias, true, false>(in[q], out[q], count, *rows[q], w, no_pairs, weights_finite,
+                                                        stream, false);
+    }
+#else
     const auto float_bits = [](double value) {
         const float f = static_cast<float>(value);
         uint32_t bits;
@@ -1587,6 +1636,7 @@ HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_
     } else {
         RowSegmentsWeighted<kRows, false, false>(in, out, count, rows, w, weights_finite);
     }
+#endif
 }
 
 // ---- target elements ------------------------------------------------------------------------------------------------

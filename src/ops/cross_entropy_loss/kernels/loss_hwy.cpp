@@ -46,12 +46,16 @@
 // roundings, the double sums nothing visible. All terms are positive, so S is within (10 + 2 E_p|y|) u relative,
 // where E_p|y| = sum_j p_j (M - x_j) <= the row's entropy <= log C (p = softmax(x)), and lse = M + log S within
 // as much absolute: (10 + 2 log C) u, about 1.8e-6 for C = 32000 at the very worst; measured at most 1.9 u (see
-// ExpNonPositive). logProb = x - (float)lse then carries that plus half an ulp of |lse| and the final rounding. The smoothing sum sum w x - lse sum w is
-// within ~4 u sum_j |w_j| (|x_j| + |lse|). (tests/forward: against float64, tolerance 8 u (|lse| + 1).)
+// ExpNonPositive). logProb = x - (float)lse then carries that plus half an ulp of |lse| and the final rounding. The
+// smoothing sum sum w x - lse sum w is within ~4 u sum_j |w_j| (|x_j| + |lse|). (tests/forward: against float64,
+// tolerance 8 u (|lse| + 1).)
 //
 // Speed (AVX-512, one core, rows in cache): see bench/forward_bench.cpp and the README for measured figures.
+//
+// On Arm this kernel is built for NEON only, not SVE: its accumulators are vectors held in structs (DoubleLanes,
+// RowMaxState), which SVE's sizeless vectors cannot be. A CPU with SVE runs the NEON code.
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
 #define HWY_COMPILE_ALL_ATTAINABLE
 
@@ -143,19 +147,21 @@ HWY_INLINE VF ExpNonPositive(DF df, VF y) {
 #if HWY_TARGET == HWY_SCALAR
 using DD = hn::Rebind<double, DF>;
 struct DoubleLanes {
+    HWY_INLINE DoubleLanes() : v(hn::Zero(DD())) {}  // (see below)
     hn::Vec<DD> v;
 };
-HWY_INLINE DoubleLanes ZeroLanes() { return {hn::Zero(DD())}; }
 HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) { acc.v = hn::Add(acc.v, hn::PromoteTo(DD(), add)); }
 HWY_INLINE void StoreLanes(const DoubleLanes &acc, double *out) { hn::StoreU(acc.v, DD(), out); }
 HWY_INLINE void AddLanes(DoubleLanes &acc, const DoubleLanes &add) { acc.v = hn::Add(acc.v, add.v); }
 #else
 using DH = hn::Half<DF>;
 using DD = hn::Rebind<double, DH>;
+// Its constructors are written out (the default one gives +0 lanes): NEON's vectors have a constructor of their own,
+// which the struct's implicit one, compiled without the target's instruction set, could not inline.
 struct DoubleLanes {
+    HWY_INLINE DoubleLanes() : lo(hn::Zero(DD())), hi(hn::Zero(DD())) {}
     hn::Vec<DD> lo, hi;
 };
-HWY_INLINE DoubleLanes ZeroLanes() { return {hn::Zero(DD()), hn::Zero(DD())}; }
 HWY_INLINE void AddLanes(DoubleLanes &acc, VF add) {
     const DD dd;
     const DH dh;
@@ -343,7 +349,8 @@ HWY_INLINE VF TreeSum(const VF *v) {
 
 // The state of the logical lanes one vector covers.
 struct LaneSums {
-    DoubleLanes s;   // sum of exp(x - M)
+    HWY_INLINE LaneSums() {}  // every sum +0 (DoubleLanes' constructor, written out as its)
+    DoubleLanes s;            // sum of exp(x - M)
     DoubleLanes wx;  // smoothing: sum of w x (x without weight)
     DoubleLanes w;   // smoothing with weight: sum of w
 };
@@ -424,7 +431,7 @@ struct RowSums {
     RowSums(float m, int64_t piece_columns)
         : row_max(hn::Set(DF(), m)), piece(piece_columns), piece_left(piece_columns) {
         for (size_t k = 0; k < Slots(); ++k) {
-            st[k] = {ZeroLanes(), ZeroLanes(), ZeroLanes()};
+            st[k] = LaneSums();
             total[k] = st[k];
         }
     }
@@ -439,7 +446,7 @@ struct RowSums {
                 AddLanes(total[k].wx, st[k].wx);
                 AddLanes(total[k].w, st[k].w);
             }
-            st[k] = {ZeroLanes(), ZeroLanes(), ZeroLanes()};
+            st[k] = LaneSums();
         }
         pending = false;
         piece_left = piece;
