@@ -12,7 +12,7 @@ arm=$2/tests/core/core_grad_random_test
 shift 2
 export OMP_NUM_THREADS=1 OPENACLNN_NUM_THREADS=1  # (QEMU 7.2: see the arm64 test preset)
 expected=$(OPENACLNN_MAX_ISA= "$native" --probe determinism 0)
-[ "$(wc -l <<< "$expected")" -eq 15 ] || { echo "native probe: 15 hashes expected" >&2; exit 1; }
+[ -n "$expected" ] || { echo "native probe: no hashes" >&2; exit 1; }
 failed=0
 for run in "max best" "max sve2" "max sve" "max neon" "max scalar" \
            "max,sve-default-vector-length=16 best" "max,sve-default-vector-length=256 best"; do

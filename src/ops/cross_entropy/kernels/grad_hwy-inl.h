@@ -1312,7 +1312,8 @@ HWY_NOINLINE void RowSegment(const typename Storage<kType>::T *in, typename Stor
 // keeps its prefetch, except with streaming stores (kStream: the rows start at the same peel, see kPrefetchBytes).
 // Every element gets RowSegment's bits (the same operations on the same values); a block of vectors off the fast
 // path in any row is redone for every row by the one-row loop, out of line, as is each row's tail.
-// Not on SVE, whose vectors cannot be array elements: there the rows go one at a time (RunWeightedRows).
+// Not on SVE, whose vectors cannot be array elements: there the rows go one at a time (kRowGroups).
+constexpr bool kRowGroups = !HWY_HAVE_SCALABLE;
 #if !HWY_HAVE_SCALABLE
 template <size_t kRows, bool kSharedBias, bool kStream>
 HWY_NOINLINE void RowSegmentsWeighted(const float *const *in, float *const *out, size_t count,
@@ -1604,17 +1605,11 @@ HWY_INLINE bool RowWeighted(const GradRowCoefficients &row, const WeightTraits &
 // alike where it can; a group whose starts differ in alignment takes regular stores, which measured faster than
 // streaming its rows one at a time: 4096 x 32000 smoothed+weighted, one row at a time 1.47x the time of regular
 // stores, two at a time 0.70x), and a shared bias term where every row's b rounds to the same float.
+#if !HWY_HAVE_SCALABLE
 template <size_t kRows>
 HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_t count,
                                 const GradRowCoefficients *const *rows, const float *w, bool weights_finite,
                                 bool stream) {
-#if HWY_HAVE_SCALABLE
-    const PairWeights no_pairs{nullptr, nullptr, 0, 0.0f};
-    for (size_t q = 0; q < kRows; ++q) {
-        RowSegment<ACL_FLOAT, kWeightBias, true, false>(in[q], out[q], count, *rows[q], w, no_pairs, weights_finite,
-                                                        stream, false);
-    }
-#else
     const auto float_bits = [](double value) {
         const float f = static_cast<float>(value);
         uint32_t bits;
@@ -1636,8 +1631,8 @@ HWY_INLINE void RunWeightedRows(const float *const *in, float *const *out, size_
     } else {
         RowSegmentsWeighted<kRows, false, false>(in, out, count, rows, w, weights_finite);
     }
-#endif
 }
+#endif  // !HWY_HAVE_SCALABLE
 
 // ---- target elements ------------------------------------------------------------------------------------------------
 
@@ -2414,6 +2409,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
             outs[q] = out_row(members[q]);
             rows[q] = &args.rows[members[q]];
         }
+#if !HWY_HAVE_SCALABLE  // (kRowGroups)
         if constexpr (kType == ACL_FLOAT) {
             if (group == 4) {
                 RunWeightedRows<4>(ins, outs, count, rows, w, weights.finite, stream_groups);
@@ -2421,6 +2417,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
                 RunWeightedRows<2>(ins, outs, count, rows, w, weights.finite, stream_groups);
             }
         }
+#endif
         for (size_t q = 0; q < group; ++q) target_after(members[q], targets[q]);
     };
     // fp32 rows with weights go in groups of four, else two (rows shorter than a pair of vectors gain nothing: they
@@ -2456,7 +2453,7 @@ HWY_INLINE void GradTileContiguous(const GradKernelArgs &args, const GradTile &t
         RowSegmentAnyBias<kType, kNative>(in_row(i), out_row(i), count * run, args.rows[i], w, pairs, weights, false);
         for (size_t q = 0; q < run; ++q) target_after(i + static_cast<int64_t>(q), before[q]);
     };
-    const bool grouped = kType == ACL_FLOAT && w != nullptr && count >= 2 * hn::Lanes(DF());
+    const bool grouped = kRowGroups && kType == ACL_FLOAT && w != nullptr && count >= 2 * hn::Lanes(DF());
     const int64_t stride_bytes = args.out_row_stride * static_cast<int64_t>(sizeof(T));
     const int64_t period = 64 / std::gcd<int64_t, int64_t>((stride_bytes % 64 + 64) % 64, 64);
     const bool aligned_blocks = grouped && stream_groups && period > 1;
