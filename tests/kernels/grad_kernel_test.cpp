@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <set>
@@ -1216,6 +1218,82 @@ TEST_P(GradKernelTest, VectorExpDoubleIsScalarExpDouble) {
     EXPECT_EQ(mismatches, 0) << kernel.name << " of " << x.size();
 }
 
+// exp(x) a as the rows compute it (GradKernelInfo::scaled_exp), at every degree and reduction the rows use, before
+// the 16-bit rounding hides most differences (a factor of a off by one ulp on one target changed only a few outputs
+// of a 16-bit run): a row's factors of a, a vector of a and the fast path give the same bits; every kernel gives the
+// first kernel's bits; and each result lies within its degree's error bound of exp(x) a in double (grad_hwy-inl.h:
+// degree 4 2^-17.44 measured, 2^-17.3 with the one-step reduction; degree 5 2^-22.29, 2^-20.49 one-step; degree 6,
+// fp32's, at most one ulp). x over [-60, 60] and a at exponents 0 down to -30: every result is a normal float.
+TEST(GradKernelScaledExp, SameBitsOnEveryKernelAndPath) {
+    std::mt19937_64 rng(20261207);
+    std::uniform_real_distribution<float> range(-60.0f, 60.0f);
+    std::vector<float> x;
+    for (int k = 0; k < 40000; ++k) x.push_back(range(rng));
+    for (int k = -87; k <= 86; ++k) {  // the reduction's edges, x = (k + 1/2) ln2, and just either side
+        const float edge = static_cast<float>((k + 0.5) * 0.6931471805599453);
+        x.push_back(edge);
+        x.push_back(std::nextafter(edge, -INFINITY));
+        x.push_back(std::nextafter(edge, INFINITY));
+    }
+    for (float d : {0.0f, -0.0f, 1e-30f, -1e-30f, 60.0f, -60.0f}) x.push_back(d);
+    x.push_back(1.0f);  // an odd count: a partial last vector on every target but the scalar one
+    std::vector<float> as = {1.0f, 0x1.fffffep-1f, 0x1p-30f};
+    std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+    for (int e : {0, -1, -7, -13, -20, -30}) as.push_back(std::ldexp(mantissa(rng), e));
+    struct Form {
+        int degree;
+        bool one_step;
+        double bound;  // relative, against exp(x) a in double
+    };
+    const Form forms[] = {{4, true, std::exp2(-17.3)},
+                          {4, false, std::exp2(-17.4)},
+                          {5, true, std::exp2(-20.49)},
+                          {5, false, std::exp2(-22.29)},
+                          {6, false, 0x1p-23}};
+    const auto hex = [](float v) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%a", static_cast<double>(v));
+        return std::string(text);
+    };
+    const size_t count = x.size();
+    std::vector<float> by_row(count), by_lane(count), fast(count);
+    for (const Form &form : forms) {
+        for (float a : as) {
+            std::vector<float> first;
+            std::string first_name;
+            for (const GradKernelInfo *kernel : GradKernels()) {
+                ASSERT_NE(kernel->scaled_exp, nullptr) << kernel->name;
+                const std::string what = std::string(kernel->name) + " degree " + std::to_string(form.degree) +
+                                         (form.one_step ? " one-step" : " two-step") + " a=" + hex(a);
+                for (std::vector<float> *v : {&by_row, &by_lane, &fast}) std::fill(v->begin(), v->end(), NAN);
+                kernel->scaled_exp(form.degree, form.one_step, a, x.data(), count, by_row.data(), by_lane.data(),
+                                   fast.data());
+                int64_t other_paths = 0, outside = 0;
+                double worst = 0.0;
+                for (size_t i = 0; i < count; ++i) {
+                    other_paths +=
+                        FloatBits(by_lane[i]) != FloatBits(by_row[i]) || FloatBits(fast[i]) != FloatBits(by_row[i]);
+                    const double want = std::exp(static_cast<double>(x[i])) * a;
+                    const double error = std::fabs(by_row[i] - want) / want;
+                    worst = std::max(worst, error);
+                    outside += !(error <= form.bound);
+                }
+                EXPECT_EQ(other_paths, 0) << what << ": a vector of a or the fast path gave other bits";
+                EXPECT_EQ(outside, 0) << what << ": worst relative error 2^" << std::log2(worst);
+                if (first.empty()) {
+                    first = by_row;
+                    first_name = kernel->name;
+                    continue;
+                }
+                int64_t differ = 0;
+                for (size_t i = 0; i < count; ++i) differ += FloatBits(by_row[i]) != FloatBits(first[i]);
+                EXPECT_EQ(differ, 0) << what << ": other bits than " << first_name << " in " << differ << " of "
+                                     << count;
+            }
+        }
+    }
+}
+
 // The vector pass over the weights (GradKernelInfo::weigh, the prologue's W and traits) against their definitions in
 // grad_kernel.h, computed here one element at a time: kWeightSumParts sums in double, part k taking j mod
 // kWeightSumParts == k in increasing j, then the fixed tree; the traits. Weights of mixed sign spanning 2^-40 ..
@@ -2098,8 +2176,9 @@ TEST_P(GradKernelTest, PackedRowsGiveRowBits) {
         }
     }
 }
-// Bitwise the same whatever the partition into tiles (the plan's threads) and whatever the ISA.
-TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
+// Bitwise the same whatever the partition into tiles (the plan's threads) and whatever the ISA: every kernel with
+// each of the thread counts, against the first kernel's bits with the first count.
+void ExpectBitsAcrossKernels(std::initializer_list<int> thread_counts) {
     for (aclDataType dtype : kDtypes) {
         for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 152064}, {3, 70001}, {300, 1000}, {4096, 10}}) {
             Problem p = MakeProblem(dtype, n, c, kSmoothedWeighted, 9000 + n);
@@ -2113,14 +2192,14 @@ TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
             std::vector<uint8_t> first;
             std::string first_name;
             for (const GradKernelInfo *kernel : GradKernels()) {
-                for (int threads : {1, 2, 3, 5, 8}) {
+                for (int threads : thread_counts) {
                     Poison(p.out);
                     GradKernelArgs args = p.Args();
                     GradPlan plan = MakeGradPlan(args, threads);
                     plan.kernel = kernel;
                     RunGradPlan(plan, args);
-                    // Also an uneven hand-made split: rows and columns at odd places.
-                    if (threads == 8) {
+                    // On one thread, also an uneven hand-made split: rows and columns at odd places.
+                    if (threads == 1) {
                         Poison(p.out);
                         kernel->run(args, GradTile{0, n / 2, 0, c / 3});
                         kernel->run(args, GradTile{0, n / 2, c / 3, c});
@@ -2140,6 +2219,11 @@ TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) {
         }
     }
 }
+
+// One thread: the ISAs alone (the 64-bit Arm tests run here, under an emulator that runs one thread only).
+TEST(GradKernelDeterminism, AcrossIsasOnOneThread) { ExpectBitsAcrossKernels({1}); }
+
+TEST(GradKernelDeterminism, AcrossTilesThreadsAndIsas) { ExpectBitsAcrossKernels({1, 2, 3, 5, 8}); }
 
 // The plan's ranges cover every element exactly once, balanced to one element, for any N, C and thread count.
 TEST(GradPlanTest, TilesCoverOutputOnce) {

@@ -356,6 +356,7 @@ HWY_INLINE V16 F32ToHalf(DF df, VF v) {
 #if OPENACLNN_HWY_SOFT_F16
     return hn::DemoteTo(d16, hn::BitCast(DI(), SoftF32ToHalfBits(df, v)));
 #else
+    (void)df;
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::BitCast(d16, hn::DemoteTo(dh, v));
 #endif
@@ -867,7 +868,6 @@ HWY_INLINE void StoreBf16Pair(DF df, VF ve, VF vo, bool fast, bool native, uint1
     }
 #endif
     (void)native;
-    const DU du;
     hn::Vec<DU> re, ro;
     if (HWY_LIKELY(fast)) {
         re = Bf16RoundedHigh<false>(df, ve);
@@ -879,6 +879,7 @@ HWY_INLINE void StoreBf16Pair(DF df, VF ve, VF vo, bool fast, bool native, uint1
     // Each 32-bit lane's upper half from ro, its lower half the upper half of re: one blend of 16-bit lanes (the
     // one-lane SCALAR target has no 16-bit view of a 32-bit lane: a mask and an or there).
 #if HWY_TARGET == HWY_SCALAR
+    const DU du;
     hn::StoreU(hn::Or(hn::ShiftRight<16>(re), hn::And(ro, hn::Set(du, 0xffff0000u))), du,
                reinterpret_cast<uint32_t *>(out));
 #else
@@ -2606,6 +2607,45 @@ void ExpDoubleArrays(const double *x, double *out, size_t count) {
         std::memcpy(buf, x + i, (count - i) * sizeof(double));
         hn::Store(ExpDoubleV(dd, hn::Load(dd, buf)), dd, buf);
         std::memcpy(out + i, buf, (count - i) * sizeof(double));
+    }
+}
+
+// ScaledExp over arrays (GradKernelInfo::scaled_exp), one degree and reduction: exp(x[i]) a on the general path
+// with the row's ExpFactors (by_row) and with a vector of a (by_lane), and on the fast path with the row's factors
+// (fast; the caller keeps every result a normal float). Whole vectors, then the rest through a zero-padded vector.
+template <int kDegree, bool kOneStep>
+void ScaledExpArraysOf(float a, const float *x, size_t count, float *by_row, float *by_lane, float *fast) {
+    const DF df;
+    const size_t lanes = hn::Lanes(df);
+    const VF va = hn::Set(df, a);
+    const ExpFactors factors = MakeExpFactors<kDegree>(df, va);
+    const auto one = [&](VF vx, float *row_out, float *lane_out, float *fast_out) {
+        const VF t = ExpShifted(df, vx);
+        hn::StoreU(ScaledExp<kDegree, kOneStep, false>(df, vx, t, factors), df, row_out);
+        hn::StoreU(ScaledExp<kDegree, kOneStep, false>(df, vx, t, va), df, lane_out);
+        hn::StoreU(ScaledExp<kDegree, kOneStep, true>(df, vx, t, factors), df, fast_out);
+    };
+    size_t i = 0;
+    for (; i + lanes <= count; i += lanes) one(hn::LoadU(df, x + i), by_row + i, by_lane + i, fast + i);
+    if (i < count) {
+        constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);
+        alignas(HWY_MAX_BYTES) float vx[kMax] = {}, row_out[kMax], lane_out[kMax], fast_out[kMax];
+        CopyInPartial(df, x + i, vx, count - i);
+        one(hn::Load(df, vx), row_out, lane_out, fast_out);
+        CopyOutPartial(df, row_out, by_row + i, count - i);
+        CopyOutPartial(df, lane_out, by_lane + i, count - i);
+        CopyOutPartial(df, fast_out, fast + i, count - i);
+    }
+}
+
+void ScaledExpArrays(int degree, bool one_step, float a, const float *x, size_t count, float *by_row, float *by_lane,
+                     float *fast) {
+    switch (degree * 2 + (one_step ? 1 : 0)) {
+        case 8: return ScaledExpArraysOf<4, false>(a, x, count, by_row, by_lane, fast);
+        case 9: return ScaledExpArraysOf<4, true>(a, x, count, by_row, by_lane, fast);
+        case 10: return ScaledExpArraysOf<5, false>(a, x, count, by_row, by_lane, fast);
+        case 11: return ScaledExpArraysOf<5, true>(a, x, count, by_row, by_lane, fast);
+        default: return ScaledExpArraysOf<6, false>(a, x, count, by_row, by_lane, fast);
     }
 }
 

@@ -2,9 +2,10 @@
 //
 // Targets: AVX-512 (AVX3), AVX2, SSE4 and EMU128 (portable scalar-like code) on x86; NEON/SVE/... elsewhere, as
 // Highway attains them. All are compiled whatever the build's -march, so that every target this CPU can run is
-// testable on it (HWY_COMPILE_ALL_ATTAINABLE). SSSE3 and AVX3_DL add nothing here over SSE4 and AVX3.
+// testable on it (HWY_COMPILE_ALL_ATTAINABLE). SSSE3 and AVX3_DL add nothing here over SSE4 and AVX3, nor SVE_256
+// and SVE2_128 (SVE and SVE2 at one fixed vector length) over the length-agnostic SVE and SVE2 kernels.
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE_256 | HWY_SVE2_128)
 #endif
 #define HWY_COMPILE_ALL_ATTAINABLE
 
@@ -269,8 +270,10 @@ struct HwyKernelEntry {
 };
 
 // A target's registry entry: its kernel, and its vector helpers that the tests hold to the scalar code.
-#define OPENACLNN_HWY_INFO(NAME, NS, KERNEL, RANK) \
-    GradKernelInfo { NAME, HwySupports, &NS::KERNEL, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays, &NS::Weigh }
+#define OPENACLNN_HWY_INFO(NAME, NS, KERNEL, RANK)                                                                   \
+    GradKernelInfo {                                                                                                 \
+        NAME, HwySupports, &NS::KERNEL, RANK, &NS::FmaArrays, &NS::ExpDoubleArrays, &NS::Weigh, &NS::ScaledExpArrays \
+    }
 #define OPENACLNN_HWY_ENTRY(TARGET, NS, RANK) \
     HwyKernelEntry { HWY_##TARGET, OPENACLNN_HWY_INFO("hwy:" #TARGET, NS, GradKernel, RANK), false }
 

@@ -176,6 +176,13 @@ struct GradKernelInfo {
     // (unless part is null: the traits only), and the traits of those weights. Null for the reference kernel, whose
     // callers do it as the scalar code does.
     GradWeighFn weigh = nullptr;
+    // exp(x[i]) a as the kernel's rows compute it (grad_hwy-inl.h, ScaledExp), with the exp of `degree` (4 or 5: the
+    // 16-bit rows' Horner form with a's factors; 6: fp32's, whose reduction is always two-step) and the reduction in
+    // one step or two: on the general path from a row's factors of a (by_row) and from a vector of a (by_lane), and
+    // on the fast path from the row's factors (fast; meaningful only where every result is a normal float). For the
+    // tests that hold every target to the same bits; null for the reference kernel.
+    void (*scaled_exp)(int degree, bool one_step, float a, const float *x, size_t count, float *by_row, float *by_lane,
+                       float *fast) = nullptr;
 };
 
 // The reference kernel: every element computed in double from the exact fp32 value of logProb, rounded once to
