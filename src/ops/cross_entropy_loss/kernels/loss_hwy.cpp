@@ -50,7 +50,8 @@
 // smoothing sum sum w x - lse sum w is within ~4 u sum_j |w_j| (|x_j| + |lse|). (tests/forward: against float64,
 // tolerance 8 u (|lse| + 1).)
 //
-// Speed (AVX-512, one core, rows in cache): see bench/forward_bench.cpp and the README for measured figures.
+// Speed (AVX-512, one core, rows in cache): see bench/forward_bench.cpp and bench/PERFORMANCE_LOG.md for measured
+// figures.
 //
 // On Arm this kernel is built for NEON only, not SVE: its accumulators are vectors held in structs (DoubleLanes,
 // RowMaxState), which SVE's sizeless vectors cannot be. A CPU with SVE runs the NEON code.
