@@ -1,12 +1,15 @@
 // Copies of a buffer with Highway vectors on regular stores and on streaming (non-temporal) stores, for grad_bench's
-// copy_kinds rows: which kind of copy is this machine's memory-speed floor. Compiled for every target Highway builds
+// copy_kinds rows: which kind of copy is this machine's memory-speed floor, and whether streaming keeps its lead once
+// the loop does arithmetic between the load and the store (the exp copies). Compiled for every target Highway builds
 // and dispatched at run time, as the kernels are.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "copy_kinds.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/cache_control.h>
+#include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -41,6 +44,34 @@ void CopyVectors(const uint8_t *src, uint8_t *dst, size_t bytes, bool stream) {
     for (; i < bytes; ++i) dst[i] = src[i];
 }
 
+// dst[0, bytes) <- exp(src[0, bytes)) as floats, by Highway's vector Exp; both aligned to the vector size.
+template <bool kStream>
+void ExpVectorsOf(const float *src, float *dst, size_t count) {
+    const hn::ScalableTag<float> d;
+    const size_t lanes = hn::Lanes(d);
+    size_t i = 0;
+    for (; i + lanes <= count; i += lanes) {
+        const auto v = hn::Exp(d, hn::Load(d, src + i));
+        if constexpr (kStream) {
+            hn::Stream(v, d, dst + i);
+        } else {
+            hn::Store(v, d, dst + i);
+        }
+    }
+    if constexpr (kStream) hwy::FlushStream();
+    for (; i < count; ++i) dst[i] = std::exp(src[i]);
+}
+
+void ExpVectors(const uint8_t *src, uint8_t *dst, size_t bytes, bool stream) {
+    const auto *from = reinterpret_cast<const float *>(src);
+    auto *to = reinterpret_cast<float *>(dst);
+    if (stream) {
+        ExpVectorsOf<true>(from, to, bytes / sizeof(float));
+    } else {
+        ExpVectorsOf<false>(from, to, bytes / sizeof(float));
+    }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace openaclnn_bench
 HWY_AFTER_NAMESPACE();
@@ -49,6 +80,7 @@ HWY_AFTER_NAMESPACE();
 namespace openaclnn_bench {
 
 HWY_EXPORT(CopyVectors);
+HWY_EXPORT(ExpVectors);
 
 void RegularCopy(void *dst, const void *src, size_t bytes) {
     HWY_DYNAMIC_DISPATCH(CopyVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, false);
@@ -56,6 +88,14 @@ void RegularCopy(void *dst, const void *src, size_t bytes) {
 
 void StreamingCopy(void *dst, const void *src, size_t bytes) {
     HWY_DYNAMIC_DISPATCH(CopyVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, true);
+}
+
+void RegularExpCopy(void *dst, const void *src, size_t bytes) {
+    HWY_DYNAMIC_DISPATCH(ExpVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, false);
+}
+
+void StreamingExpCopy(void *dst, const void *src, size_t bytes) {
+    HWY_DYNAMIC_DISPATCH(ExpVectors)(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), bytes, true);
 }
 
 }  // namespace openaclnn_bench

@@ -10,6 +10,10 @@ namespace openaclnn_bench {
 // (non-temporal) stores; called as memcpy is. dst and src aligned to 64 bytes.
 void RegularCopy(void *dst, const void *src, size_t bytes);
 void StreamingCopy(void *dst, const void *src, size_t bytes);
+// The same with exp applied to each element as a float (Highway's vector Exp): a loop with arithmetic between its
+// loads and stores. bytes a multiple of 4.
+void RegularExpCopy(void *dst, const void *src, size_t bytes);
+void StreamingExpCopy(void *dst, const void *src, size_t bytes);
 
 }  // namespace openaclnn_bench
 

@@ -212,8 +212,10 @@ void BM_Grad(benchmark::State &state, Shape shape, aclDataType dtype, Variant va
 }
 
 // Which copy is the floor: a vector copy on regular or on streaming stores, timed against RunCopy (memcpy) in the
-// same iterations, as the op is. `x_copy` is its time / memcpy's: below 1, that copy is the faster floor here.
-void BM_CopyKind(benchmark::State &state, Shape shape, bool stream) {
+// same iterations, as the op is. `x_copy` is its time / memcpy's: below 1, that copy is the faster floor here. With
+// exp, each element goes through Highway's vector Exp on its way: whether streaming stores still gain when the loop
+// has arithmetic to do between its loads and stores, as the kernels do.
+void BM_CopyKind(benchmark::State &state, Shape shape, bool stream, bool exp) {
     Buffers &b = GetBuffers(shape, ACL_FLOAT);
     if (reinterpret_cast<uintptr_t>(b.log_prob) % 64 != 0 || reinterpret_cast<uintptr_t>(b.out) % 64 != 0) {
         state.SkipWithError("buffers not 64-byte aligned");
@@ -221,7 +223,8 @@ void BM_CopyKind(benchmark::State &state, Shape shape, bool stream) {
     }
     const int threads = openaclnn::ConfiguredThreads();
     // (Split as memcpy is: the pieces start on 64-byte boundaries, so the vectors are aligned.)
-    const auto copy = stream ? openaclnn_bench::StreamingCopy : openaclnn_bench::RegularCopy;
+    const auto copy = exp ? (stream ? openaclnn_bench::StreamingExpCopy : openaclnn_bench::RegularExpCopy)
+                          : (stream ? openaclnn_bench::StreamingCopy : openaclnn_bench::RegularCopy);
     TimeAgainstCopy(state, b, [&] { RunCopy(b, threads, copy); });
 }
 
@@ -282,13 +285,16 @@ void RegisterAll() {
     }
     for (const Shape &shape : kShapes) {
         if (shape.n * shape.c < (int64_t{1} << 24)) continue;  // the large outputs only
-        for (bool stream : {false, true}) {
-            const std::string name = std::string("copy_kinds/") + std::to_string(shape.n) + "x" +
-                                     std::to_string(shape.c) + "/fp32/" + (stream ? "streaming" : "regular");
-            benchmark::RegisterBenchmark(name.c_str(), BM_CopyKind, shape, stream)
-                ->UseManualTime()
-                ->Unit(benchmark::kMillisecond)
-                ->MinTime(0.3);
+        for (bool exp : {false, true}) {
+            for (bool stream : {false, true}) {
+                const std::string name = std::string("copy_kinds/") + std::to_string(shape.n) + "x" +
+                                         std::to_string(shape.c) + "/fp32/" + (stream ? "streaming" : "regular") +
+                                         (exp ? "_exp" : "");
+                benchmark::RegisterBenchmark(name.c_str(), BM_CopyKind, shape, stream, exp)
+                    ->UseManualTime()
+                    ->Unit(benchmark::kMillisecond)
+                    ->MinTime(0.3);
+            }
         }
     }
     benchmark::RegisterBenchmark("small_call/8x10/fp32/plain", BM_SmallCall)->Unit(benchmark::kMicrosecond);
