@@ -44,7 +44,7 @@ void CopyVectors(const uint8_t *src, uint8_t *dst, size_t bytes, bool stream) {
     for (; i < bytes; ++i) dst[i] = src[i];
 }
 
-// dst[0, bytes) <- exp(src[0, bytes)) as floats, by Highway's vector Exp; both aligned to the vector size.
+// dst[0, count) <- exp(src[0, count)), by Highway's vector Exp; both aligned to the vector size.
 template <bool kStream>
 void ExpVectorsOf(const float *src, float *dst, size_t count) {
     const hn::ScalableTag<float> d;
