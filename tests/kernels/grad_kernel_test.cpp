@@ -1219,8 +1219,8 @@ TEST_P(GradKernelTest, VectorExpDoubleIsScalarExpDouble) {
 }
 
 // exp(x) a as the rows compute it (GradKernelInfo::scaled_exp), at every degree and reduction the rows use, before
-// the 16-bit rounding hides most differences (a factor of a off by one ulp on one target changed only a few outputs
-// of a 16-bit run): a row's factors of a, a vector of a and the fast path give the same bits; every kernel gives the
+// the 16-bit rounding hides most differences (a factor of a planted two ulps off on one target passed this file's
+// 16-bit tests): a row's factors of a, a vector of a and the fast path give the same bits; every kernel gives the
 // first kernel's bits; and each result lies within its degree's error bound of exp(x) a in double (grad_hwy-inl.h:
 // degree 4 2^-17.44 measured, 2^-17.3 with the one-step reduction; degree 5 2^-22.29, 2^-20.49 one-step; degree 6,
 // fp32's, at most one ulp). x over [-60, 60] and a at exponents 0 down to -30: every result is a normal float.
