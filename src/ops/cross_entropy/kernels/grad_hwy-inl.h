@@ -2640,13 +2640,11 @@ void ScaledExpArraysOf(float a, const float *x, size_t count, float *by_row, flo
 
 void ScaledExpArrays(int degree, bool one_step, float a, const float *x, size_t count, float *by_row, float *by_lane,
                      float *fast) {
-    switch (degree * 2 + (one_step ? 1 : 0)) {
-        case 8: return ScaledExpArraysOf<4, false>(a, x, count, by_row, by_lane, fast);
-        case 9: return ScaledExpArraysOf<4, true>(a, x, count, by_row, by_lane, fast);
-        case 10: return ScaledExpArraysOf<5, false>(a, x, count, by_row, by_lane, fast);
-        case 11: return ScaledExpArraysOf<5, true>(a, x, count, by_row, by_lane, fast);
-        default: return ScaledExpArraysOf<6, false>(a, x, count, by_row, by_lane, fast);
-    }
+    using Fn = void (*)(float, const float *, size_t, float *, float *, float *);
+    Fn run = ScaledExpArraysOf<6, false>;  // fp32's exp, whose reduction is two-step only
+    if (degree == 4) run = one_step ? ScaledExpArraysOf<4, true> : ScaledExpArraysOf<4, false>;
+    if (degree == 5) run = one_step ? ScaledExpArraysOf<5, true> : ScaledExpArraysOf<5, false>;
+    run(a, x, count, by_row, by_lane, fast);
 }
 
 void GradKernel(const GradKernelArgs &args, const GradTile &tile) {
