@@ -350,7 +350,7 @@ HWY_INLINE VF TreeSum(const VF *v) {
 
 // The state of the logical lanes one vector covers.
 struct LaneSums {
-    HWY_INLINE LaneSums() {}  // every sum +0 (DoubleLanes' constructor); written out, as DoubleLanes' is
+    HWY_INLINE LaneSums() {}  // every sum +0; written out for the reason DoubleLanes' constructor is
     DoubleLanes s;            // sum of exp(x - M)
     DoubleLanes wx;  // smoothing: sum of w x (x without weight)
     DoubleLanes w;   // smoothing with weight: sum of w
